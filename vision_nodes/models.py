@@ -1,0 +1,68 @@
+"""Loading PyTorch modules from weights files, per manifest ``architecture``.
+
+Only this module (and the PyTorch runner and the exporter that call it) imports torch and
+ultralytics, and only when called: a runtime-only deployment (ONNX Runtime, OpenVINO) never
+imports them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .manifest import ModelManifest
+
+
+class ModelLoadError(RuntimeError):
+    """Weights that cannot be loaded (missing file, missing package, wrong format)."""
+
+
+def _quiet_offline_ultralytics(cache_dir: Path | None) -> None:
+    """Keep ultralytics off the network and out of $HOME unless the user says otherwise."""
+    os.environ.setdefault('YOLO_OFFLINE', '1')
+    os.environ.setdefault('YOLO_AUTOINSTALL', 'False')
+    os.environ.setdefault('YOLO_VERBOSE', 'False')
+    if cache_dir is not None:
+        os.environ.setdefault('YOLO_CONFIG_DIR', str(cache_dir / 'ultralytics'))
+
+
+def check_weights(path: Path) -> Path:
+    """Raise a clear error when the weights file is absent."""
+    if not path.is_file():
+        raise ModelLoadError(
+            f"weights file '{path}' not found (set the `model_dir` parameter or "
+            'VISION_NODES_MODEL_DIR, or give an absolute `weights` path in the manifest)')
+    return path
+
+
+def load_torch_module(manifest: ModelManifest, weights: Path,
+                      cache_dir: Path | None = None) -> tuple[Any, list[str] | None]:
+    """Return ``(module in eval mode on the CPU, labels or None)`` for the manifest's weights."""
+    check_weights(weights)
+    if manifest.architecture != 'ultralytics':
+        raise ModelLoadError(
+            f"architecture '{manifest.architecture}' has no PyTorch loader "
+            "(PyTorch backends need 'ultralytics' weights)")
+    _quiet_offline_ultralytics(cache_dir)
+    try:
+        from ultralytics import YOLO
+    except ImportError as exc:
+        raise ModelLoadError(
+            'loading .pt weights needs the `ultralytics` package (pip install '
+            "'vision_nodes[torch]'), or give the manifest an exported .onnx instead") from exc
+    try:
+        model = YOLO(str(weights))
+    except Exception as exc:  # noqa: BLE001 - ultralytics raises many types for bad files
+        raise ModelLoadError(f"cannot load '{weights}' with ultralytics: {exc}") from exc
+    module = model.model
+    if hasattr(module, 'fuse'):
+        module = module.fuse()
+    module = module.float().eval()
+    for param in module.parameters():
+        param.requires_grad_(False)
+    names = getattr(module, 'names', None)
+    labels = [str(names[i]) for i in sorted(names)] if isinstance(names, dict) else None
+    from .torch_modules import FirstOutput
+
+    return FirstOutput(module).eval(), labels

@@ -1,0 +1,130 @@
+"""The detection task: YOLO-style raw output → boxes, scores and class ids in source pixels.
+
+Decoding is vectorised NumPy. Non-maximum suppression is *exact* greedy NMS computed as a
+fixed point over the IoU matrix of the candidates (Cluster-NMS, Zheng et al. 2021): a box is
+kept iff no kept, higher-scoring box of the same class overlaps it by more than ``iou``.
+Each iteration is one matrix operation; there is no per-box Python loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..manifest import ModelManifest
+from .preprocess import LetterboxMeta, prepare
+
+#: Offset that separates classes for batched NMS (larger than any image side).
+_CLASS_OFFSET = 7680.0
+#: At most this many candidates (highest scores first) enter NMS.
+MAX_NMS_CANDIDATES = 3000
+
+
+@dataclass
+class Detections:
+    """Decoded detections for one image, in source-image pixels."""
+
+    boxes: np.ndarray      # (N, 4) float32 xyxy
+    scores: np.ndarray     # (N,) float32
+    class_ids: np.ndarray  # (N,) int64
+
+    def __len__(self) -> int:
+        return int(self.scores.shape[0])
+
+    @classmethod
+    def empty(cls) -> 'Detections':
+        """No detections."""
+        return cls(np.zeros((0, 4), np.float32), np.zeros(0, np.float32),
+                   np.zeros(0, np.int64))
+
+
+@dataclass(frozen=True)
+class DetectionParams:
+    """Post-processing thresholds (runtime-tunable)."""
+
+    confidence: float = 0.25
+    iou: float = 0.45
+    max_detections: int = 300
+
+
+def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
+    """(N, 4) centre/size boxes → corner boxes."""
+    out = np.empty_like(xywh)
+    half = xywh[:, 2:4] / 2
+    out[:, 0:2] = xywh[:, 0:2] - half
+    out[:, 2:4] = xywh[:, 0:2] + half
+    return out
+
+
+def pairwise_iou(boxes: np.ndarray) -> np.ndarray:
+    """(N, 4) xyxy → (N, N) IoU matrix."""
+    x1, y1, x2, y2 = (boxes[:, i] for i in range(4))
+    area = (x2 - x1) * (y2 - y1)
+    iw = np.minimum(x2[:, None], x2[None, :]) - np.maximum(x1[:, None], x1[None, :])
+    ih = np.minimum(y2[:, None], y2[None, :]) - np.maximum(y1[:, None], y1[None, :])
+    inter = np.clip(iw, 0, None) * np.clip(ih, 0, None)
+    union = area[:, None] + area[None, :] - inter
+    return inter / np.maximum(union, np.finfo(np.float32).tiny)
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float) -> np.ndarray:
+    """Exact greedy NMS; returns kept indices ordered by descending score."""
+    if boxes.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(-scores, kind='stable')
+    overlap = pairwise_iou(boxes[order]) > iou_threshold
+    # suppresses[i, j]: i outranks j and overlaps it.
+    suppresses = np.triu(overlap, k=1)
+    keep = np.ones(order.shape[0], dtype=bool)
+    for _ in range(order.shape[0]):
+        new_keep = ~(suppresses & keep[:, None]).any(axis=0)
+        if np.array_equal(new_keep, keep):
+            break
+        keep = new_keep
+    return order[keep]
+
+
+def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None = None
+           ) -> Detections:
+    """Decode one YOLOv8-style output ``(1, 4 + nc, A)`` into boxes in network pixels."""
+    pred = output[0] if output.ndim == 3 else output
+    if pred.shape[0] < 5:
+        raise ValueError(f'detection output of shape {output.shape} has no class scores')
+    nc = pred.shape[0] - 4 if num_classes is None else num_classes
+    class_scores = pred[4:4 + nc]
+    class_ids = class_scores.argmax(axis=0)
+    scores = np.take_along_axis(class_scores, class_ids[None, :], axis=0)[0]
+    mask = scores > params.confidence
+    if not mask.any():
+        return Detections.empty()
+    boxes = xywh_to_xyxy(np.ascontiguousarray(pred[:4, mask].T, dtype=np.float32))
+    scores = scores[mask].astype(np.float32)
+    class_ids = class_ids[mask].astype(np.int64)
+    if scores.shape[0] > MAX_NMS_CANDIDATES:
+        top = np.argpartition(-scores, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
+        boxes, scores, class_ids = boxes[top], scores[top], class_ids[top]
+    offset = class_ids[:, None].astype(np.float32) * _CLASS_OFFSET
+    keep = nms(boxes + offset, scores, params.iou)[:params.max_detections]
+    return Detections(boxes[keep], scores[keep], class_ids[keep])
+
+
+class DetectionTask:
+    """Pre- and post-processing for 2-D object detection, shared by every runner."""
+
+    name = 'detect'
+
+    def __init__(self, manifest: ModelManifest) -> None:
+        self.manifest = manifest
+
+    def preprocess(self, image: np.ndarray, encoding: str
+                   ) -> tuple[np.ndarray, LetterboxMeta]:
+        """Decoded image array → (NCHW float32 tensor, metadata for postprocess)."""
+        return prepare(image, encoding, self.manifest.input_size, self.manifest.preprocessing)
+
+    def postprocess(self, outputs: list[np.ndarray], meta: LetterboxMeta,
+                    params: DetectionParams) -> Detections:
+        """Raw network outputs → detections in source-image pixels."""
+        dets = decode(outputs[0], params)
+        meta.to_source(dets.boxes)
+        return dets
