@@ -1,0 +1,99 @@
+"""The backend map: backend name → runner class, plus ``auto`` selection with fallback.
+
+Runner modules are imported only when their backend is chosen, so a deployment installs only
+the runtimes it uses. Adding a backend means adding one runner file and one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from .manifest import KNOWN_BACKENDS, ModelManifest
+from .runners.base import Runner, RunnerConfig, RunnerError
+
+#: name → (module, class). ``None`` marks a backend name that is reserved but not built yet.
+BACKEND_MAP: dict[str, tuple[str, str] | None] = {
+    'cpu': ('vision_nodes.runners.torch_runner', 'TorchRunner'),
+    'cuda': ('vision_nodes.runners.torch_runner', 'TorchRunner'),
+    'rocm': ('vision_nodes.runners.torch_runner', 'TorchRunner'),
+    'onnx': ('vision_nodes.runners.onnx_runner', 'OnnxRunner'),
+    'tensorrt': None,
+    'openvino': None,
+}
+assert set(BACKEND_MAP) == set(KNOWN_BACKENDS)
+
+#: ``backend: auto`` tries these in order (the first that loads wins).
+AUTO_PRIORITY = ('tensorrt', 'cuda', 'rocm', 'openvino', 'onnx', 'cpu')
+
+#: Values accepted by the ``backend`` parameter.
+BACKEND_CHOICES = ('auto',) + KNOWN_BACKENDS
+
+
+def runner_class(backend: str) -> type[Runner]:
+    """The runner class for a backend name, or a RunnerError saying why there is none."""
+    if backend not in BACKEND_MAP:
+        raise RunnerError(f"unknown backend '{backend}' "
+                          f"(choose from: {', '.join(BACKEND_CHOICES)})")
+    target = BACKEND_MAP[backend]
+    if target is None:
+        raise RunnerError(f"backend '{backend}' is reserved but has no runner in this version "
+                          f"of vision_nodes (implemented: {', '.join(implemented_backends())})")
+    module_name, class_name = target
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def implemented_backends() -> tuple[str, ...]:
+    """Backend names that have a runner."""
+    return tuple(name for name, target in BACKEND_MAP.items() if target is not None)
+
+
+def check_supported(backend: str, manifest: ModelManifest) -> None:
+    """Raise RunnerError unless the manifest supports ``backend`` (``auto`` always passes)."""
+    if backend == 'auto':
+        return
+    if backend not in BACKEND_CHOICES:
+        raise RunnerError(f"unknown backend '{backend}' "
+                          f"(choose from: {', '.join(BACKEND_CHOICES)})")
+    if backend not in manifest.backends:
+        raise RunnerError(
+            f"model '{manifest.name}' does not support backend '{backend}'; valid backends "
+            f"for it: {', '.join(manifest.backends)}")
+
+
+def auto_candidates(manifest: ModelManifest) -> list[str]:
+    """Backends ``auto`` would try for this manifest, best first."""
+    return [b for b in AUTO_PRIORITY
+            if b in manifest.backends and BACKEND_MAP.get(b) is not None]
+
+
+def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: None
+                  ) -> Runner:
+    """Create and load the runner for ``config.backend`` (trying candidates for ``auto``)."""
+    check_supported(config.backend, config.manifest)
+    if config.backend != 'auto':
+        cls = runner_class(config.backend)
+        reason = cls.unavailable_reason(config.backend)
+        if reason:
+            raise RunnerError(f"backend '{config.backend}' is not available: {reason}")
+        runner = cls(config)
+        runner.load()
+        return runner
+    failures = []
+    for backend in auto_candidates(config.manifest):
+        cls = runner_class(backend)
+        reason = cls.unavailable_reason(backend)
+        if reason:
+            failures.append(f'{backend}: {reason}')
+            continue
+        runner = cls(RunnerConfig(**{**config.__dict__, 'backend': backend}))
+        try:
+            runner.load()
+        except Exception as exc:  # noqa: BLE001 - fall back to the next backend
+            failures.append(f'{backend}: {exc}')
+            log(f"backend auto: '{backend}' failed to load ({exc}); trying the next one")
+            continue
+        log(f"backend auto: chose '{backend}'")
+        return runner
+    raise RunnerError('backend auto found no usable backend for model '
+                      f"'{config.manifest.name}': " + '; '.join(failures))

@@ -1,0 +1,91 @@
+"""The runner interface: a runner only runs the network (tensor in, raw outputs out).
+
+Pre- and post-processing belong to the task and are shared by every runner. A runner is
+created with a :class:`RunnerConfig`, ``load()``-ed at configure, called with ``infer()`` per
+frame and ``unload()``-ed at cleanup, releasing its memory.
+"""
+
+from __future__ import annotations
+
+import gc
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..cache import EngineCache
+from ..manifest import ModelManifest
+
+PRECISIONS = ('fp32', 'fp16', 'int8')
+
+
+class RunnerError(RuntimeError):
+    """A runner that cannot be used with the given settings; the message says why."""
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """Everything a runner needs to load a model."""
+
+    manifest: ModelManifest
+    weights: Path
+    backend: str
+    cache: EngineCache
+    device: str = ''
+    precision: str = 'fp32'
+    execution_provider: str = ''
+
+
+class Runner(ABC):
+    """Base class of every backend runner."""
+
+    #: Backend names (keys of the backend map) this class serves.
+    backends: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: RunnerConfig) -> None:
+        self.config = config
+        #: Class names found in the model artifact, if any.
+        self.labels: list[str] | None = None
+        #: True when the last load found its artifact in the engine cache.
+        self.cache_hit: bool | None = None
+        self._loaded = False
+
+    @classmethod
+    def unavailable_reason(cls, backend: str) -> str | None:
+        """None when ``backend`` can run on this machine, else a sentence saying why not."""
+        return None
+
+    @property
+    def loaded(self) -> bool:
+        """Whether ``load`` has succeeded and ``unload`` has not been called since."""
+        return self._loaded
+
+    def load(self) -> None:
+        """Load (exporting or building through the cache if needed) and warm up the model."""
+        self._load()
+        self._loaded = True
+        height, width = self.config.manifest.input_size
+        self.infer(np.zeros((1, 3, height, width), dtype=np.float32))
+
+    @abstractmethod
+    def _load(self) -> None:
+        """Backend-specific loading."""
+
+    @abstractmethod
+    def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
+        """Run the network on a contiguous NCHW float32 tensor; return its raw outputs."""
+
+    def unload(self) -> None:
+        """Release the model and its memory."""
+        self._unload()
+        self._loaded = False
+        gc.collect()
+
+    def _unload(self) -> None:
+        """Backend-specific release (drop references to sessions, modules, buffers)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Device and runtime facts, for logs and diagnostics."""
+        return {'backend': self.config.backend, 'precision': self.config.precision}
