@@ -1,0 +1,53 @@
+"""Decoded results → ROS messages (vision_msgs)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from vision_msgs.msg import (Detection2D, Detection2DArray, LabelInfo,
+                             ObjectHypothesisWithPose, VisionClass)
+
+from .tasks.detect import Detections
+
+
+def detections_to_msg(dets: Detections, header) -> Detection2DArray:
+    """Build a Detection2DArray; ``class_id`` is the class index as a string.
+
+    Each Detection2D carries the input image's header, one hypothesis and an axis-aligned
+    box (centre and size in source pixels, ``theta`` 0).
+    """
+    out = Detection2DArray()
+    out.header = header
+    boxes = dets.boxes.astype(float).tolist()
+    scores = dets.scores.astype(float).tolist()
+    classes = dets.class_ids.tolist()
+    detections = []
+    for (x1, y1, x2, y2), score, cls in zip(boxes, scores, classes):
+        det = Detection2D()
+        det.header = header
+        det.bbox.center.position.x = (x1 + x2) / 2.0
+        det.bbox.center.position.y = (y1 + y2) / 2.0
+        det.bbox.size_x = x2 - x1
+        det.bbox.size_y = y2 - y1
+        hyp = ObjectHypothesisWithPose()
+        hyp.hypothesis.class_id = str(cls)
+        hyp.hypothesis.score = score
+        det.results = [hyp]
+        detections.append(det)
+    out.detections = detections
+    return out
+
+
+def label_info_msg(labels: Sequence[str], header, threshold: float) -> LabelInfo:
+    """Build the LabelInfo mapping class ids to names."""
+    msg = LabelInfo()
+    msg.header = header
+    msg.threshold = float(threshold)
+    classes = []
+    for index, name in enumerate(labels):
+        entry = VisionClass()
+        entry.class_id = index
+        entry.class_name = name
+        classes.append(entry)
+    msg.class_map = classes
+    return msg

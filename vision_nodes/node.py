@@ -1,0 +1,245 @@
+"""The generic vision lifecycle node (executable ``vision_node``).
+
+* configure: read parameters, load the manifest, check the backend against it, pick the runner
+  class from the backend map, load or export the model (through the engine cache), create the
+  publishers.
+* activate: subscribe to ``image``, send ``label_info`` (transient local), publish
+  ``detections`` for every frame.
+* deactivate: drop the subscription. cleanup / shutdown: release everything configure made.
+
+Any failure in a transition is logged with its reason and returns FAILURE; the node stays
+alive and can be configured again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import replace
+
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import Node as LifecycleNode
+from rclpy.lifecycle import State, TransitionCallbackReturn
+from rclpy.parameter import Parameter
+from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy)
+from rcl_interfaces.msg import SetParametersResult
+from sensor_msgs.msg import Image
+from std_msgs.msg import Header
+from vision_msgs.msg import Detection2DArray, LabelInfo
+
+from .cache import CacheError
+from .image_conversion import ImageConversionError, image_to_numpy
+from .manifest import ManifestError, resolve_manifest
+from .messages import detections_to_msg, label_info_msg
+from .models import ModelLoadError
+from .params import PARAMS, SPECS, validate
+from .pipeline import Pipeline, build_pipeline
+from .runners.base import RunnerError
+from .tasks.detect import DetectionParams
+
+#: Errors with a clear message of their own: logged without a traceback.
+EXPECTED_ERRORS = (ManifestError, RunnerError, ModelLoadError, CacheError, ValueError,
+                   ImportError, OSError)
+
+
+class VisionNode(LifecycleNode):
+    """Runs one vision model on incoming images and publishes its results."""
+
+    def __init__(self, node_name: str = 'vision_node', **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        for spec in PARAMS:
+            self.declare_parameter(spec.name, spec.default, spec.descriptor())
+        self._active = False
+        self._lock = threading.Lock()
+        self._pipeline: Pipeline | None = None
+        self._det_pub = None
+        self._label_pub = None
+        self._image_sub = None
+        self._image_group = MutuallyExclusiveCallbackGroup()
+        self._det_params = self._read_detection_params()
+        self.frames = 0
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+
+    # ----------------------------------------------------------------- parameters
+    def _p(self, name: str):
+        return self.get_parameter(name).value
+
+    def _read_detection_params(self) -> DetectionParams:
+        return DetectionParams(confidence=float(self._p('confidence_threshold')),
+                               iou=float(self._p('iou_threshold')),
+                               max_detections=int(self._p('max_detections')))
+
+    def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
+        """Validate a parameter change; apply live ones to the next frame."""
+        updates = {}
+        for param in params:
+            spec = SPECS.get(param.name)
+            if spec is None:
+                continue
+            reason = validate(param.name, param.value)
+            if reason:
+                return SetParametersResult(successful=False, reason=reason)
+            if self._active and spec.applies == 'reload':
+                return SetParametersResult(successful=False, reason=(
+                    f'{param.name} needs a reload and the node is active: deactivate and '
+                    'clean up first, set it, then configure and activate again'))
+            if self._active and spec.applies == 'activate':
+                return SetParametersResult(successful=False, reason=(
+                    f'{param.name} applies when the node activates: deactivate first, set '
+                    'it, then activate again'))
+            if spec.applies == 'live':
+                updates[param.name] = param.value
+        if updates:
+            self._det_params = replace(
+                self._det_params,
+                confidence=float(updates.get('confidence_threshold',
+                                             self._det_params.confidence)),
+                iou=float(updates.get('iou_threshold', self._det_params.iou)),
+                max_detections=int(updates.get('max_detections',
+                                               self._det_params.max_detections)))
+        return SetParametersResult(successful=True)
+
+    # ----------------------------------------------------------------- transitions
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        """Load the manifest and model, create the publishers."""
+        started = time.monotonic()
+        try:
+            manifest = resolve_manifest(self._p('model'))
+            backend = self._p('backend')
+            self.get_logger().info(
+                f"configuring model '{manifest.name}' ({manifest.source}) on backend "
+                f"'{backend}'")
+            pipeline = build_pipeline(
+                manifest, backend, model_dir=self._p('model_dir'),
+                cache_dir=self._p('engine_cache_dir'), device=self._p('device'),
+                precision=self._p('precision'),
+                execution_provider=self._p('execution_provider'),
+                log=self.get_logger().info)
+        except EXPECTED_ERRORS as exc:
+            self.get_logger().error(f'configure failed: {exc}')
+            return TransitionCallbackReturn.FAILURE
+        except Exception as exc:  # noqa: BLE001 - the node must survive any load failure
+            self.get_logger().error(f'configure failed unexpectedly: {exc!r}\n'
+                                    f'{traceback.format_exc()}')
+            return TransitionCallbackReturn.FAILURE
+        runner = pipeline.runner
+        cache = {True: 'hit (export skipped)', False: 'miss (exported)', None: 'not used'}
+        self.get_logger().info(
+            f'engine cache: {cache[runner.cache_hit]}; runner: {runner.describe()}')
+        if not pipeline.labels:
+            self.get_logger().warning('the model has no class names; label_info will be empty')
+        self._pipeline = pipeline
+        self._det_params = self._read_detection_params()
+        self._det_pub = self.create_lifecycle_publisher(Detection2DArray, 'detections', 10)
+        latched = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                             reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self._label_pub = self.create_lifecycle_publisher(LabelInfo, 'label_info', latched)
+        self.get_logger().info(
+            f'configured in {time.monotonic() - started:.2f} s '
+            f'({len(pipeline.labels)} classes)')
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: State) -> TransitionCallbackReturn:
+        """Subscribe to images and send label_info."""
+        result = super().on_activate(state)
+        reliability = {'reliable': ReliabilityPolicy.RELIABLE,
+                       'best_effort': ReliabilityPolicy.BEST_EFFORT}[self._p('qos_reliability')]
+        qos = QoSProfile(depth=int(self._p('qos_depth')), history=HistoryPolicy.KEEP_LAST,
+                         reliability=reliability, durability=DurabilityPolicy.VOLATILE)
+        self._image_sub = self.create_subscription(
+            Image, 'image', self._on_image, qos, callback_group=self._image_group)
+        header = Header(stamp=self.get_clock().now().to_msg())
+        self._label_pub.publish(label_info_msg(self._pipeline.labels, header,
+                                               self._det_params.confidence))
+        self._active = True
+        self.get_logger().info(
+            f"active: '{self._image_sub.topic_name}' → '{self._det_pub.topic_name}'")
+        return result
+
+    def on_deactivate(self, state: State) -> TransitionCallbackReturn:
+        """Stop taking images; keep the model loaded."""
+        self._active = False
+        self._destroy_subscription()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: State) -> TransitionCallbackReturn:
+        """Release the model, its memory and the publishers."""
+        self.release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: State) -> TransitionCallbackReturn:
+        """Release everything, whatever state the node was in."""
+        self.release()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: State) -> TransitionCallbackReturn:
+        """Release everything and go back to unconfigured."""
+        self.get_logger().error('error during a transition; releasing everything')
+        self.release()
+        return TransitionCallbackReturn.SUCCESS
+
+    # ----------------------------------------------------------------- resources
+    def _destroy_subscription(self) -> None:
+        if self._image_sub is not None:
+            self.destroy_subscription(self._image_sub)
+            self._image_sub = None
+
+    def release(self) -> None:
+        """Destroy subscription and publishers and unload the model (idempotent)."""
+        self._active = False
+        self._destroy_subscription()
+        with self._lock:  # waits for a frame in flight
+            for attr in ('_det_pub', '_label_pub'):
+                pub = getattr(self, attr)
+                if pub is not None:
+                    self.destroy_lifecycle_publisher(pub)
+                    setattr(self, attr, None)
+            if self._pipeline is not None:
+                self._pipeline.close()
+                self._pipeline = None
+
+    # ----------------------------------------------------------------- data path
+    def _on_image(self, msg: Image) -> None:
+        """image → tensor → runner → decoded results → Detection2DArray."""
+        with self._lock:
+            pipeline = self._pipeline
+            if pipeline is None or not self._active:
+                return
+            try:
+                image = image_to_numpy(msg)
+                dets = pipeline.process(image, msg.encoding, self._det_params)
+            except ImageConversionError as exc:
+                self.get_logger().error(f'skipping image: {exc}', throttle_duration_sec=5.0)
+                return
+            except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
+                self.get_logger().error(f'inference failed on a frame: {exc!r}',
+                                        throttle_duration_sec=5.0)
+                return
+            out = detections_to_msg(dets, msg.header)
+            self._det_pub.publish(out)
+            self.frames += 1
+
+
+def main(args: list[str] | None = None) -> None:
+    """Entry point of ``vision_node``: spin until SIGINT/SIGTERM, then release cleanly."""
+    rclpy.init(args=args)
+    node = VisionNode()
+    executor = MultiThreadedExecutor(num_threads=2)
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.release()
+        executor.shutdown()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == '__main__':
+    main()
