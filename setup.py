@@ -34,7 +34,6 @@ setup(
     maintainer_email='maintainers@vision-nodes.invalid',
     description='Generic ROS 2 lifecycle node for detection and depth models.',
     license='Apache-2.0',
-    tests_require=['pytest'],
     entry_points={
         'console_scripts': [
             'vision_node = vision_nodes.node:main',

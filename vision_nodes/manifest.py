@@ -257,15 +257,21 @@ def load_manifest(path: str | os.PathLike) -> ModelManifest:
 
 
 def default_manifest_dirs() -> list[Path]:
-    """Folders searched for manifest names: the installed share folder, then the source tree."""
+    """Folders searched for manifest names.
+
+    A source checkout's ``config/models`` first (editable and symlink installs edit in
+    place), then the installed ``share/vision_nodes/config/models``.
+    """
     dirs: list[Path] = []
+    source = Path(__file__).resolve().parent.parent / 'config' / 'models'
+    if source.is_dir():
+        dirs.append(source)
     try:
         from ament_index_python.packages import get_package_share_directory
 
         dirs.append(Path(get_package_share_directory('vision_nodes')) / 'config' / 'models')
-    except Exception:  # noqa: BLE001 - not installed in an ament prefix: fall back to the tree
+    except Exception:  # noqa: BLE001 - not installed in an ament prefix
         pass
-    dirs.append(Path(__file__).resolve().parent.parent / 'config' / 'models')
     return dirs
 
 

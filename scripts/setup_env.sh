@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Make (or refresh) the project's Python venv from the project's own files:
+# ROS 2 kilted PyPI wheels, vision_msgs built from interfaces/, torch + ultralytics + ONNX
+# Runtime, the test tools, and this package (editable).
+#
+# Usage: scripts/setup_env.sh            (venv at ./.venv, or $VISION_NODES_VENV)
+#        PYTHON=/path/to/python3.11 scripts/setup_env.sh
+#
+# Idempotent and fast on re-runs: pip is skipped while requirements/*.txt and setup.py are
+# unchanged (a stamp in the venv records their hash) and the imports still work.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${VISION_NODES_VENV:-$ROOT/.venv}"
+PYTHON="${PYTHON:-python3.11}"
+LOG_DIR="$ROOT/build"
+LOG="$LOG_DIR/setup_env.log"
+STAMP="$VENV/.vision_nodes_env.sha256"
+REQS=(requirements/ros.txt requirements/runtime.txt requirements/torch.txt requirements/test.txt)
+
+mkdir -p "$LOG_DIR"
+cd "$ROOT"
+
+fail() {
+  echo "setup_env: $1" >&2
+  if [[ -f "$LOG" ]]; then
+    echo "---- last lines of $LOG ----" >&2
+    tail -n 40 "$LOG" >&2
+  fi
+  exit 1
+}
+
+if ! command -v "$PYTHON" >/dev/null 2>&1; then
+  fail "$PYTHON not found: the ROS 2 PyPI wheels need CPython 3.11 (set PYTHON=...)"
+fi
+
+want_hash="$(cat "${REQS[@]}" setup.py | sha256sum | cut -d' ' -f1)"
+py="$VENV/bin/python"
+
+if [[ -x "$py" && -f "$STAMP" && "$(cat "$STAMP")" == "$want_hash" ]] &&
+   "$py" -c 'import rclpy, onnxruntime, torch, ultralytics, vision_nodes' >/dev/null 2>&1; then
+  echo "setup_env: environment up to date ($VENV)"
+else
+  : > "$LOG"
+  if [[ ! -x "$py" ]]; then
+    echo "setup_env: creating $VENV with $PYTHON"
+    "$PYTHON" -m venv "$VENV" >>"$LOG" 2>&1 || fail "could not create the venv"
+  fi
+  pip_install() {
+    "$py" -m pip install --disable-pip-version-check -q "$@" >>"$LOG" 2>&1
+  }
+  echo "setup_env: installing ROS 2 wheels, ONNX Runtime, torch, ultralytics (log: $LOG)"
+  pip_install --upgrade pip setuptools wheel || fail "pip upgrade failed"
+  for req in "${REQS[@]}"; do
+    pip_install -r "$req" || fail "pip install -r $req failed"
+  done
+  rm -f "$STAMP"
+fi
+
+# vision_msgs is built from interfaces/ (it is on no registry); a no-op when up to date.
+"$ROOT/scripts/build_vision_msgs.sh" "$VENV"
+
+if [[ ! -f "$STAMP" ]]; then
+  echo "setup_env: installing vision_nodes (editable)"
+  "$py" -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation \
+    -e "$ROOT" >>"$LOG" 2>&1 || fail "pip install -e . failed"
+  "$py" -c 'import rclpy, vision_msgs.msg, onnxruntime, torch, ultralytics, vision_nodes' \
+    >>"$LOG" 2>&1 || fail "the environment does not import"
+  echo "$want_hash" > "$STAMP"
+  echo "setup_env: ready ($VENV)"
+fi

@@ -1,0 +1,242 @@
+"""Drive a ``vision_node`` from Python: start it, walk its lifecycle, set parameters, exchange
+messages. Used by the demo, the benchmark and the tests; handy in a user's own scripts too.
+
+Everything goes through the real ROS interfaces (lifecycle and parameter services, topics over
+DDS); nothing here reaches into the node's process.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import rclpy
+import yaml
+from lifecycle_msgs.msg import Transition
+from lifecycle_msgs.srv import ChangeState, GetState
+from rcl_interfaces.msg import Parameter as ParameterMsg
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.srv import DescribeParameters, GetParameters, SetParameters
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile
+
+_TRANSITIONS = {
+    'configure': Transition.TRANSITION_CONFIGURE,
+    'cleanup': Transition.TRANSITION_CLEANUP,
+    'activate': Transition.TRANSITION_ACTIVATE,
+    'deactivate': Transition.TRANSITION_DEACTIVATE,
+}
+_SHUTDOWN = {
+    'unconfigured': Transition.TRANSITION_UNCONFIGURED_SHUTDOWN,
+    'inactive': Transition.TRANSITION_INACTIVE_SHUTDOWN,
+    'active': Transition.TRANSITION_ACTIVE_SHUTDOWN,
+}
+
+
+class NodeProcess:
+    """A ``vision_node`` in its own process (started with this interpreter)."""
+
+    def __init__(self, params: dict[str, Any] | None = None, node_name: str = 'vision_node',
+                 namespace: str = '', remaps: dict[str, str] | None = None,
+                 log_level: str = 'info', env: dict[str, str] | None = None,
+                 log_path: str | os.PathLike | None = None) -> None:
+        self._params_file = tempfile.NamedTemporaryFile(
+            'w', prefix='vision_node_params_', suffix='.yaml', delete=False)
+        yaml.safe_dump({'/**': {'ros__parameters': dict(params or {})}}, self._params_file)
+        self._params_file.close()
+        cmd = [sys.executable, '-m', 'vision_nodes.node', '--ros-args',
+               '-r', f'__node:={node_name}', '--params-file', self._params_file.name,
+               '--log-level', log_level]
+        if namespace:
+            cmd += ['-r', f'__ns:={namespace}']
+        for src, dst in (remaps or {}).items():
+            cmd += ['-r', f'{src}:={dst}']
+        self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(
+            prefix='vision_node_', suffix='.log')[1])
+        self._log = open(self.log_path, 'w')
+        self.process = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT,
+            env={**os.environ, 'PYTHONUNBUFFERED': '1', **(env or {})})
+
+    def output(self) -> str:
+        """Everything the node has printed so far."""
+        self._log.flush()
+        return self.log_path.read_text(errors='replace')
+
+    def wait_for_output(self, text: str, timeout: float = 30.0) -> bool:
+        """Wait until ``text`` appears in the node's output."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in self.output():
+                return True
+            if self.process.poll() is not None:
+                return text in self.output()
+            time.sleep(0.05)
+        return False
+
+    def alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.process.poll() is None
+
+    def stop(self, sig: int | None = None, timeout: float = 15.0) -> int:
+        """Send SIGINT (or ``sig``) and wait; kill after ``timeout``. Returns the exit code."""
+        import signal
+
+        if self.process.poll() is None:
+            self.process.send_signal(sig if sig is not None else signal.SIGINT)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self._log.close()
+        Path(self._params_file.name).unlink(missing_ok=True)
+        return self.process.returncode
+
+
+class MessageQueue:
+    """Messages received on one topic, for waiting on in a test or script."""
+
+    def __init__(self) -> None:
+        self._items: queue.Queue = queue.Queue()
+
+    def _put(self, msg) -> None:
+        self._items.put((time.monotonic(), msg))
+
+    def get(self, timeout: float = 10.0, predicate: Callable[[Any], bool] | None = None):
+        """Next message (matching ``predicate``), or None after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            try:
+                _, msg = self._items.get(timeout=remaining)
+            except queue.Empty:
+                return None
+            if predicate is None or predicate(msg):
+                return msg
+
+    def clear(self) -> None:
+        """Drop everything received so far."""
+        while not self._items.empty():
+            self._items.get_nowait()
+
+    def count(self) -> int:
+        """How many messages are waiting."""
+        return self._items.qsize()
+
+
+class VisionNodeClient:
+    """Service clients, publishers and subscriptions aimed at one ``vision_node``.
+
+    Spins its own ROS node in a background thread; call :meth:`close` when done.
+    """
+
+    def __init__(self, target: str = '/vision_node', name: str = 'vision_nodes_client') -> None:
+        if not rclpy.ok():
+            rclpy.init()
+        self.target = target.rstrip('/')
+        self.node = rclpy.create_node(name)
+        self._executor = SingleThreadedExecutor()
+        self._executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
+        self._thread.start()
+        self._clients: dict[str, Any] = {}
+
+    def _client(self, srv_type, name: str):
+        if name not in self._clients:
+            self._clients[name] = self.node.create_client(srv_type, f'{self.target}/{name}')
+        return self._clients[name]
+
+    def call(self, srv_type, name: str, request, timeout: float = 30.0):
+        """Call ``<target>/<name>``; return the response or raise TimeoutError."""
+        client = self._client(srv_type, name)
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f'service {self.target}/{name} did not appear in {timeout} s')
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _: done.set())
+        if not done.wait(timeout):
+            raise TimeoutError(f'service {self.target}/{name} did not answer in {timeout} s')
+        return future.result()
+
+    def wait_for_node(self, timeout: float = 30.0) -> None:
+        """Wait until the node's lifecycle services answer."""
+        self.get_state(timeout)
+
+    def get_state(self, timeout: float = 10.0) -> str:
+        """Current lifecycle state label, e.g. 'unconfigured', 'inactive', 'active'."""
+        return self.call(GetState, 'get_state', GetState.Request(), timeout).current_state.label
+
+    def change_state(self, transition: str, timeout: float = 120.0) -> bool:
+        """Trigger a lifecycle transition by name; True when it succeeded."""
+        if transition == 'shutdown':
+            transition_id = _SHUTDOWN.get(self.get_state())
+            if transition_id is None:
+                return False
+        else:
+            transition_id = _TRANSITIONS[transition]
+        request = ChangeState.Request()
+        request.transition.id = transition_id
+        return bool(self.call(ChangeState, 'change_state', request, timeout).success)
+
+    def set_parameters(self, timeout: float = 10.0, **values: Any
+                       ) -> list[SetParametersResult]:
+        """Set parameters through the parameter service; one result per parameter."""
+        request = SetParameters.Request()
+        request.parameters = [Parameter(k, value=v).to_parameter_msg()
+                              for k, v in values.items()]
+        return list(self.call(SetParameters, 'set_parameters', request, timeout).results)
+
+    def get_parameters(self, *names: str, timeout: float = 10.0) -> dict[str, Any]:
+        """Current parameter values by name."""
+        request = GetParameters.Request(names=list(names))
+        values = self.call(GetParameters, 'get_parameters', request, timeout).values
+        return {n: Parameter.from_parameter_msg(ParameterMsg(name=n, value=v)).value
+                for n, v in zip(names, values)}
+
+    def describe_parameters(self, *names: str, timeout: float = 10.0
+                            ) -> dict[str, ParameterDescriptor]:
+        """Parameter descriptors by name."""
+        request = DescribeParameters.Request(names=list(names))
+        response = self.call(DescribeParameters, 'describe_parameters', request, timeout)
+        return {d.name: d for d in response.descriptors}
+
+    def topic(self, relative: str) -> str:
+        """A topic name relative to the target node's namespace."""
+        namespace = self.target.rsplit('/', 1)[0]
+        return f'{namespace}/{relative}'
+
+    def subscribe(self, msg_type, topic: str, qos: QoSProfile | int = 10) -> MessageQueue:
+        """Subscribe and collect messages into a :class:`MessageQueue`."""
+        received = MessageQueue()
+        self.node.create_subscription(msg_type, topic, received._put, qos)
+        return received
+
+    def publisher(self, msg_type, topic: str, qos: QoSProfile | int = 10):
+        """A publisher on the client node."""
+        return self.node.create_publisher(msg_type, topic, qos)
+
+    def close(self) -> None:
+        """Stop spinning and destroy the client node."""
+        self._executor.shutdown(timeout_sec=2.0)
+        self.node.destroy_node()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    """Poll ``predicate`` until it is true or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

@@ -1,0 +1,188 @@
+"""Run ``vision_node`` end to end on still images and show what it publishes.
+
+Starts the node in its own process, configures and activates it through the real lifecycle
+services, publishes each image as ``sensor_msgs/Image``, prints the ``Detection2DArray`` that
+comes back (class names from ``label_info``) and writes an annotated PNG per image.
+
+    python -m vision_nodes.demo                      # YOLOv8n, ONNX Runtime on the CPU
+    python -m vision_nodes.demo --backend cpu --images my.jpg --out out/
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+import yaml
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image
+from vision_msgs.msg import Detection2DArray, LabelInfo
+
+from .client import NodeProcess, VisionNodeClient
+from .image_conversion import numpy_to_image
+from .manifest import resolve_manifest
+
+
+def bundled_images() -> list[Path]:
+    """The sample images that ship inside the ultralytics package, if it is installed."""
+    try:
+        import ultralytics
+    except ImportError:
+        return []
+    folder = Path(ultralytics.__file__).parent / 'assets'
+    return sorted(folder.glob('*.jpg'))
+
+
+def _weights_manifest(model: str, weights: str, folder: Path) -> str:
+    """Write a copy of the manifest whose weights point at ``weights``; return its path."""
+    manifest = resolve_manifest(model)
+    path = Path(weights).expanduser()
+    if not path.is_file():
+        path = _fetch_with_ultralytics(weights)
+    data = yaml.safe_load(Path(manifest.source).read_text())
+    data['weights'] = str(path.resolve())
+    out = folder / f'{manifest.name}_custom.yaml'
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return str(out)
+
+
+def _fetch_with_ultralytics(name: str) -> Path:
+    """Let ultralytics download named weights (connected machines only; tests never do)."""
+    os.environ.pop('YOLO_OFFLINE', None)
+    from ultralytics import YOLO
+
+    model = YOLO(name)
+    path = Path(getattr(model, 'ckpt_path', '') or name)
+    if not path.is_file():
+        raise SystemExit(f"weights '{name}' are not a file and ultralytics could not fetch them")
+    return path
+
+
+def draw(image_bgr: np.ndarray, msg: Detection2DArray, labels: dict[int, str]) -> np.ndarray:
+    """Return a copy of the image with the detections drawn on it."""
+    out = image_bgr.copy()
+    for det in msg.detections:
+        hyp = det.results[0].hypothesis
+        cx, cy = det.bbox.center.position.x, det.bbox.center.position.y
+        x1, y1 = int(cx - det.bbox.size_x / 2), int(cy - det.bbox.size_y / 2)
+        x2, y2 = int(cx + det.bbox.size_x / 2), int(cy + det.bbox.size_y / 2)
+        cid = int(hyp.class_id)
+        color = tuple(int(c) for c in np.random.default_rng(cid).integers(64, 255, 3))
+        cv2.rectangle(out, (x1, y1), (x2, y2), color, 2)
+        text = f'{labels.get(cid, hyp.class_id)} {hyp.score:.2f}'
+        (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.6, 1)
+        cv2.rectangle(out, (x1, max(0, y1 - th - 6)), (x1 + tw + 4, max(th + 6, y1)), color, -1)
+        cv2.putText(out, text, (x1 + 2, max(th + 2, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.6,
+                    (0, 0, 0), 1, cv2.LINE_AA)
+    return out
+
+
+def format_detections(msg: Detection2DArray, labels: dict[int, str]) -> list[str]:
+    """One line per detection: name, score, box corners in pixels."""
+    lines = []
+    for det in sorted(msg.detections, key=lambda d: -d.results[0].hypothesis.score):
+        hyp = det.results[0].hypothesis
+        cx, cy = det.bbox.center.position.x, det.bbox.center.position.y
+        w, h = det.bbox.size_x, det.bbox.size_y
+        lines.append(f'  {labels.get(int(hyp.class_id), hyp.class_id):<14} {hyp.score:5.2f}   '
+                     f'x1={cx - w / 2:7.1f} y1={cy - h / 2:7.1f} '
+                     f'x2={cx + w / 2:7.1f} y2={cy + h / 2:7.1f}')
+    return lines
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--model', default='yolov8n', help='manifest name or path')
+    parser.add_argument('--weights', default='',
+                        help='weights file to use instead of the manifest\'s (on a connected '
+                             'machine a name such as yolov8s.pt is fetched by ultralytics)')
+    parser.add_argument('--model-dir', default='', help='folder for relative weights paths')
+    parser.add_argument('--backend', default='onnx', help='backend (default: onnx)')
+    parser.add_argument('--images', nargs='*', type=Path, default=None,
+                        help='images to run (default: the ones bundled with ultralytics)')
+    parser.add_argument('--out', type=Path, default=Path('out'),
+                        help='folder for annotated PNGs (default: ./out)')
+    parser.add_argument('--confidence', type=float, default=0.25)
+    parser.add_argument('--timeout', type=float, default=180.0,
+                        help='seconds to wait for configure (first run exports ONNX)')
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; returns the process exit code."""
+    args = parse_args(argv)
+    images = args.images if args.images else bundled_images()
+    if not images:
+        print('no images: pass --images (ultralytics, which bundles samples, is not installed)')
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix='vision_nodes_demo_'))
+    model = _weights_manifest(args.model, args.weights, scratch) if args.weights else args.model
+    params = {'model': model, 'backend': args.backend, 'model_dir': args.model_dir,
+              'confidence_threshold': args.confidence, 'qos_reliability': 'reliable'}
+    node = NodeProcess(params, log_path=args.out / 'vision_node.log')
+    client = VisionNodeClient('/vision_node', 'vision_nodes_demo')
+    try:
+        client.wait_for_node(30.0)
+        print(f'configuring {args.model} on backend {args.backend} ...', flush=True)
+        started = time.monotonic()
+        if not client.change_state('configure', timeout=args.timeout):
+            print('configure FAILED; the node said:\n' + _errors(node.output()))
+            return 1
+        print(f'configured in {time.monotonic() - started:.1f} s; activating', flush=True)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        label_q = client.subscribe(LabelInfo, '/label_info', latched)
+        det_q = client.subscribe(Detection2DArray, '/detections', 10)
+        pub = client.publisher(Image, '/image', 10)
+        if not client.change_state('activate'):
+            print('activate FAILED:\n' + _errors(node.output()))
+            return 1
+        info = label_q.get(timeout=10.0)
+        labels = {c.class_id: c.class_name for c in info.class_map} if info else {}
+        for index, path in enumerate(images):
+            bgr = cv2.imread(str(path))
+            if bgr is None:
+                print(f'{path}: cannot read, skipped')
+                continue
+            msg = numpy_to_image(bgr, 'bgr8')
+            msg.header.frame_id = f'demo_{index}'
+            msg.header.stamp = client.node.get_clock().now().to_msg()
+            result = None
+            for _ in range(20):  # the first frames can precede discovery: resend until served
+                pub.publish(msg)
+                result = det_q.get(timeout=1.5,
+                                   predicate=lambda m: m.header.frame_id == msg.header.frame_id)
+                if result is not None:
+                    break
+            if result is None:
+                print(f'{path.name}: no detections message came back')
+                return 1
+            print(f'{path.name}: {len(result.detections)} detections')
+            print('\n'.join(format_detections(result, labels)))
+            png = args.out / f'{path.stem}_detections.png'
+            cv2.imwrite(str(png), draw(bgr, result, labels))
+            print(f'  annotated image: {png}')
+        client.change_state('deactivate')
+        client.change_state('cleanup')
+        client.change_state('shutdown')
+        return 0
+    finally:
+        client.close()
+        node.stop()
+
+
+def _errors(log: str) -> str:
+    lines = [ln for ln in log.splitlines() if 'ERROR' in ln or 'error' in ln]
+    return '\n'.join(lines[-10:]) or log[-2000:]
+
+
+if __name__ == '__main__':
+    sys.exit(main())
