@@ -68,7 +68,8 @@ class NodeProcess:
 
     def output(self) -> str:
         """Everything the node has printed so far."""
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors='replace')
 
     def wait_for_output(self, text: str, timeout: float = 30.0) -> bool:

@@ -61,6 +61,7 @@ class VisionNode(LifecycleNode):
         self._image_group = MutuallyExclusiveCallbackGroup()
         self._det_params = self._read_detection_params()
         self.frames = 0
+        self._last_logged: dict[str, float] = {}
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
     # ----------------------------------------------------------------- parameters
@@ -202,6 +203,15 @@ class VisionNode(LifecycleNode):
                 self._pipeline.close()
                 self._pipeline = None
 
+    def _error_throttled(self, text: str, period_s: float = 5.0) -> None:
+        """Log each distinct error at once, then at most once per ``period_s``."""
+        now = time.monotonic()
+        if now - self._last_logged.get(text, -period_s) >= period_s:
+            if len(self._last_logged) > 256:
+                self._last_logged.clear()
+            self._last_logged[text] = now
+            self.get_logger().error(text)
+
     # ----------------------------------------------------------------- data path
     def _on_image(self, msg: Image) -> None:
         """image → tensor → runner → decoded results → Detection2DArray."""
@@ -213,11 +223,10 @@ class VisionNode(LifecycleNode):
                 image = image_to_numpy(msg)
                 dets = pipeline.process(image, msg.encoding, self._det_params)
             except ImageConversionError as exc:
-                self.get_logger().error(f'skipping image: {exc}', throttle_duration_sec=5.0)
+                self._error_throttled(f'skipping image: {exc}')
                 return
             except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
-                self.get_logger().error(f'inference failed on a frame: {exc!r}',
-                                        throttle_duration_sec=5.0)
+                self._error_throttled(f'inference failed on a frame: {exc!r}')
                 return
             out = detections_to_msg(dets, msg.header)
             self._det_pub.publish(out)
@@ -234,6 +243,11 @@ def main(args: list[str] | None = None) -> None:
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
+    except Exception:
+        # SIGINT/SIGTERM shut the context down under the executor, which may then fail to
+        # build its wait set; that is a normal shutdown. Anything else is a real error.
+        if rclpy.ok(context=node.context):
+            raise
     finally:
         node.release()
         executor.shutdown()

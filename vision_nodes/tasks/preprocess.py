@@ -95,10 +95,10 @@ def to_tensor(canvas: np.ndarray, channels: tuple[int, int, int],
 def prepare(image: np.ndarray, encoding: str, size: tuple[int, int],
             prep: Preprocessing) -> tuple[np.ndarray, LetterboxMeta]:
     """Image array as decoded from a message → (network tensor, letterbox metadata)."""
+    channels = channel_map(encoding, prep.color_order)
     if image.dtype != np.uint8:
         raise ImageConversionError(
             f"encoding '{encoding}' has {image.dtype} pixels; colour models take 8-bit images")
-    channels = channel_map(encoding, prep.color_order)
     canvas, meta = letterbox(image, size, prep.pad_value, prep.letterbox)
     if canvas.ndim == 2:
         canvas = canvas[:, :, None]

@@ -1,0 +1,62 @@
+"""Shared fixtures: isolated ROS domain, weights, images, a session-wide engine cache."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Each test session gets its own DDS domain and stays on this machine, so parallel sessions
+# (or other ROS processes) never see each other's topics.
+os.environ.setdefault('ROS_DOMAIN_ID', str(random.Random(os.getpid()).randint(1, 100)))
+os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+os.environ.setdefault('YOLO_OFFLINE', '1')
+os.environ.setdefault('YOLO_AUTOINSTALL', 'False')
+os.environ.setdefault('YOLO_CONFIG_DIR', str(ROOT / '.cache' / 'ultralytics'))
+if not os.environ.get('VISION_NODES_MODEL_DIR') and (ROOT.parent / 'shared' / 'models').is_dir():
+    os.environ['VISION_NODES_MODEL_DIR'] = str((ROOT.parent / 'shared' / 'models').resolve())
+
+
+def _model_dir() -> Path | None:
+    value = os.environ.get('VISION_NODES_MODEL_DIR')
+    return Path(value) if value else None
+
+
+@pytest.fixture(scope='session')
+def model_dir() -> Path:
+    """Folder with yolov8n.pt (../shared/models); tests that need real weights skip without."""
+    folder = _model_dir()
+    if folder is None or not (folder / 'yolov8n.pt').is_file():
+        pytest.skip('real YOLOv8n weights not found: set VISION_NODES_MODEL_DIR to a folder '
+                    'holding yolov8n.pt (../shared/models in this project)')
+    return folder
+
+
+@pytest.fixture(scope='session')
+def engine_cache_dir(tmp_path_factory) -> Path:
+    """One engine cache for the whole session, so the ONNX export happens once."""
+    path = tmp_path_factory.mktemp('engine_cache')
+    os.environ['VISION_NODES_CACHE_DIR'] = str(path)
+    return path
+
+
+@pytest.fixture(scope='session')
+def assets() -> Path:
+    """The sample images bundled inside the ultralytics package."""
+    ultralytics = pytest.importorskip('ultralytics', reason='ultralytics (bundled images)')
+    return Path(ultralytics.__file__).parent / 'assets'
+
+
+@pytest.fixture(scope='session')
+def bus_bgr(assets) -> np.ndarray:
+    """bus.jpg as a BGR uint8 array (810 x 1080)."""
+    import cv2
+
+    image = cv2.imread(str(assets / 'bus.jpg'))
+    assert image is not None
+    return image

@@ -1,0 +1,237 @@
+"""The node over real rclpy and DDS, in its own process, driven through its ROS interfaces.
+
+A client publishes bus.jpg, walks the lifecycle through the real services, sets parameters
+through the parameter service and reads Detection2DArray / LabelInfo from the topics.
+"""
+
+from __future__ import annotations
+
+import array
+import signal
+
+import pytest
+
+rclpy = pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
+pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts/setup_env.sh)')
+
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
+from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
+
+from vision_nodes.client import NodeProcess, VisionNodeClient, wait_for  # noqa: E402
+from vision_nodes.image_conversion import numpy_to_image  # noqa: E402
+
+PERSON, BUS = '0', '5'
+LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+# Where things are in bus.jpg (1080 x 810 px): centres of the three people standing in front
+# of the bus, and the bus itself, read off the picture.
+PEOPLE_CENTRES = [(147, 650), (282, 632), (740, 630)]
+BUS_CENTRE = (415, 505)
+
+
+class Harness:
+    """A node process plus a client wired to its topics."""
+
+    def __init__(self, params: dict, name: str) -> None:
+        self.node = NodeProcess(params, node_name=name)
+        self.client = VisionNodeClient(f'/{name}', f'{name}_test_client')
+        self.detections = self.client.subscribe(Detection2DArray, '/detections', 10)
+        self.labels = self.client.subscribe(LabelInfo, '/label_info', LATCHED)
+        self.images = self.client.publisher(Image, '/image', 10)
+        self.client.wait_for_node(30.0)
+        self._seq = 0
+
+    def send(self, image: Image, timeout: float = 20.0) -> Detection2DArray | None:
+        """Publish until a result for this frame arrives (discovery may drop the first)."""
+        self._seq += 1
+        image.header.frame_id = f'frame_{self._seq}'
+        deadline_tries = int(timeout / 1.0)
+        for _ in range(max(1, deadline_tries)):
+            self.images.publish(image)
+            got = self.detections.get(
+                timeout=1.0, predicate=lambda m: m.header.frame_id == image.header.frame_id)
+            if got is not None:
+                return got
+        return None
+
+    def close(self) -> int:
+        self.client.close()
+        return self.node.stop()
+
+
+@pytest.fixture(scope='module')
+def bus_msg(bus_bgr) -> Image:
+    return numpy_to_image(bus_bgr, 'bgr8')
+
+
+@pytest.fixture(scope='module')
+def harness(model_dir, engine_cache_dir):
+    h = Harness({'backend': 'onnx', 'model_dir': str(model_dir),
+                 'engine_cache_dir': str(engine_cache_dir), 'qos_reliability': 'reliable'},
+                'vision_node_it')
+    yield h
+    h.close()
+
+
+def _centre(det) -> tuple[float, float]:
+    return det.bbox.center.position.x, det.bbox.center.position.y
+
+
+def _near(a, b, tol) -> bool:
+    return abs(a[0] - b[0]) <= tol and abs(a[1] - b[1]) <= tol
+
+
+def test_unsupported_backend_fails_configure_and_node_survives(harness):
+    """Configure with a backend the manifest does not list: FAILURE, message, still alive."""
+    c = harness.client
+    assert c.get_state() == 'unconfigured'
+    assert c.set_parameters(backend='tensorrt')[0].successful
+    assert c.change_state('configure') is False
+    assert harness.node.wait_for_output("does not support backend 'tensorrt'", 10.0)
+    assert 'valid backends for it: cpu, cuda, rocm, onnx' in harness.node.output()
+    assert harness.node.alive()
+    assert c.get_state() == 'unconfigured'
+    assert c.set_parameters(backend='onnx')[0].successful
+
+
+def test_detects_bus_and_people_with_label_info(harness, bus_msg):
+    """configure + activate through the lifecycle services; bus.jpg → bus and >= 3 persons."""
+    c = harness.client
+    assert c.change_state('configure', timeout=300)
+    assert c.get_state() == 'inactive'
+    assert c.change_state('activate')
+    info = harness.labels.get(timeout=10.0)
+    assert info is not None
+    names = {v.class_id: v.class_name for v in info.class_map}
+    assert len(names) == 80 and names[0] == 'person' and names[5] == 'bus'
+
+    result = harness.send(bus_msg)
+    assert result is not None, 'no Detection2DArray came back'
+    assert result.header.frame_id == bus_msg.header.frame_id
+    assert result.header.stamp == bus_msg.header.stamp
+    people = [d for d in result.detections if d.results[0].hypothesis.class_id == PERSON]
+    buses = [d for d in result.detections if d.results[0].hypothesis.class_id == BUS]
+    assert len(buses) == 1 and len(people) >= 3
+    bus = buses[0]
+    assert _near(_centre(bus), BUS_CENTRE, 40)
+    assert bus.bbox.size_x > 700 and bus.bbox.size_y > 450
+    for centre in PEOPLE_CENTRES:
+        assert any(_near(_centre(p), centre, 40) for p in people), centre
+    for det in result.detections:
+        assert det.header.frame_id == bus_msg.header.frame_id
+        assert 0.25 < det.results[0].hypothesis.score <= 1.0
+
+
+def test_confidence_threshold_applies_to_next_frame(harness, bus_msg):
+    """A live parameter: the next result honours it."""
+    c = harness.client
+    before = harness.send(bus_msg)
+    assert c.set_parameters(confidence_threshold=0.5)[0].successful
+    after = harness.send(bus_msg)
+    assert after is not None
+    assert 0 < len(after.detections) < len(before.detections)
+    assert all(d.results[0].hypothesis.score > 0.5 for d in after.detections)
+    assert c.set_parameters(max_detections=2)[0].successful
+    assert len(harness.send(bus_msg).detections) == 2
+    assert c.set_parameters(confidence_threshold=0.25, max_detections=300)[0].successful
+
+
+def test_parameter_validation(harness):
+    """Out of range, wrong type, bad choice and reload-while-active are refused with reasons."""
+    c = harness.client
+    assert c.get_state() == 'active'
+    assert not c.set_parameters(confidence_threshold=1.5)[0].successful
+    assert not c.set_parameters(max_detections=0)[0].successful
+    wrong_type = c.set_parameters(iou_threshold='high')[0]
+    assert not wrong_type.successful
+    refused = c.set_parameters(backend='cpu')[0]
+    assert not refused.successful
+    assert 'deactivate' in refused.reason and 'clean up' in refused.reason
+    assert not c.set_parameters(model_dir='/elsewhere')[0].successful
+    assert not c.set_parameters(qos_reliability='reliable')[0].successful
+    assert c.get_parameters('backend', 'confidence_threshold') == {
+        'backend': 'onnx', 'confidence_threshold': 0.25}
+    desc = c.describe_parameters('confidence_threshold', 'backend')
+    assert desc['confidence_threshold'].floating_point_range[0].to_value == 1.0
+    assert 'next frame' in desc['confidence_threshold'].description
+    assert 'tensorrt' in desc['backend'].additional_constraints
+
+
+def test_bad_images_are_skipped_and_node_keeps_running(harness, bus_msg):
+    """Unsupported encoding and truncated data: logged, skipped; the next good frame works."""
+    bad = Image(height=4, width=4, encoding='yuv422', step=8)
+    bad.data = array.array('B', bytes(32))
+    short = Image(height=100, width=100, encoding='rgb8', step=300)
+    short.data = array.array('B', bytes(10))
+    depth = Image(height=2, width=2, encoding='32FC1', step=8)
+    depth.data = array.array('B', bytes(16))
+    expected = ["unsupported image encoding 'yuv422'", 'need 30000 B',
+                "encoding '32FC1' cannot feed a colour model"]
+    for msg, text in zip((bad, short, depth), expected):
+        # Each distinct problem is logged at once (repeats are throttled); queue depth is 1,
+        # so wait for each before sending the next.
+        harness.images.publish(msg)
+        assert harness.node.wait_for_output(text, 10.0), text
+    assert harness.node.alive()
+    assert harness.send(bus_msg) is not None
+
+
+def test_deactivate_stops_and_activate_resumes(harness, bus_msg):
+    """No detections while inactive; they resume on activate."""
+    c = harness.client
+    assert c.change_state('deactivate')
+    harness.detections.clear()
+    for _ in range(5):
+        harness.images.publish(bus_msg)
+    assert harness.detections.get(timeout=2.0) is None
+    assert c.change_state('activate')
+    assert harness.send(bus_msg) is not None
+
+
+def test_second_configure_hits_the_engine_cache(harness, bus_msg):
+    """cleanup + configure again: the exported ONNX file is reused (no export)."""
+    c = harness.client
+    assert c.change_state('deactivate') and c.change_state('cleanup')
+    assert c.get_state() == 'unconfigured'
+    marker = len(harness.node.output())
+    assert c.change_state('configure')
+    assert wait_for(lambda: 'engine cache:' in harness.node.output()[marker:], 10.0)
+    assert 'engine cache: hit (export skipped)' in harness.node.output()[marker:]
+    assert c.change_state('activate')
+    assert harness.send(bus_msg) is not None
+
+
+def test_lifecycle_cycles_do_not_leak_entities(harness, bus_msg):
+    """Repeated deactivate/cleanup/configure/activate leave one subscription, one publisher."""
+    c = harness.client
+    graph = c.node
+    for _ in range(3):
+        assert c.change_state('deactivate')
+        assert wait_for(lambda: graph.count_subscribers('/image') == 0, 5.0)
+        assert c.change_state('cleanup')
+        assert wait_for(lambda: graph.count_publishers('/detections') == 0, 5.0)
+        assert c.change_state('configure') and c.change_state('activate')
+    assert wait_for(lambda: graph.count_subscribers('/image') == 1, 5.0)
+    assert graph.count_publishers('/detections') == 1
+    assert graph.count_publishers('/label_info') == 1
+    assert harness.send(bus_msg) is not None
+
+
+@pytest.mark.parametrize('sig,shutdown_first', [(signal.SIGTERM, True),
+                                                  (signal.SIGINT, False)])
+def test_signals_exit_cleanly(model_dir, engine_cache_dir, sig, shutdown_first):
+    """SIGTERM after the shutdown transition, SIGINT while active: exit 0, no traceback."""
+    h = Harness({'backend': 'onnx', 'model_dir': str(model_dir),
+                 'engine_cache_dir': str(engine_cache_dir)}, 'vision_node_term')
+    try:
+        c = h.client
+        assert c.change_state('configure') and c.change_state('activate')
+        if shutdown_first:
+            assert c.change_state('shutdown')
+            assert c.get_state() == 'finalized'
+    finally:
+        h.client.close()
+        code = h.node.stop(sig)
+    assert code == 0, h.node.output()
+    assert 'Traceback' not in h.node.output()
