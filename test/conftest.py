@@ -47,7 +47,7 @@ def engine_cache_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope='session')
 def assets() -> Path:
-    """The sample images bundled inside the ultralytics package."""
+    """Return the folder of sample images bundled inside the ultralytics package."""
     ultralytics = pytest.importorskip('ultralytics', reason='ultralytics (bundled images)')
     return Path(ultralytics.__file__).parent / 'assets'
 

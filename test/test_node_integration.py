@@ -218,8 +218,8 @@ def test_lifecycle_cycles_do_not_leak_entities(harness, bus_msg):
     assert harness.send(bus_msg) is not None
 
 
-@pytest.mark.parametrize('sig,shutdown_first', [(signal.SIGTERM, True),
-                                                  (signal.SIGINT, False)])
+@pytest.mark.parametrize('sig,shutdown_first',
+                         [(signal.SIGTERM, True), (signal.SIGINT, False)])
 def test_signals_exit_cleanly(model_dir, engine_cache_dir, sig, shutdown_first):
     """SIGTERM after the shutdown transition, SIGINT while active: exit 0, no traceback."""
     h = Harness({'backend': 'onnx', 'model_dir': str(model_dir),

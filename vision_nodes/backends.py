@@ -31,7 +31,7 @@ BACKEND_CHOICES = ('auto',) + KNOWN_BACKENDS
 
 
 def runner_class(backend: str) -> type[Runner]:
-    """The runner class for a backend name, or a RunnerError saying why there is none."""
+    """Return the runner class for a backend name, or a RunnerError saying why there is none."""
     if backend not in BACKEND_MAP:
         raise RunnerError(f"unknown backend '{backend}' "
                           f"(choose from: {', '.join(BACKEND_CHOICES)})")

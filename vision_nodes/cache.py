@@ -53,7 +53,7 @@ def file_sha256(path: str | os.PathLike) -> str:
 
 
 def cache_key(fields: dict[str, Any]) -> str:
-    """A short stable hash of the key fields (JSON-canonicalised)."""
+    """Return a short stable hash of the key fields (JSON-canonicalised)."""
     blob = json.dumps({'cache_format': CACHE_FORMAT, **fields}, sort_keys=True,
                       separators=(',', ':'), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
@@ -118,7 +118,7 @@ class EngineCache:
 
     @staticmethod
     def validate(entry: Path, files: tuple[str, ...] = ()) -> bool:
-        """True when ``entry`` is complete: ``entry.json`` parses and every file matches it."""
+        """Return True when ``entry`` is complete: ``entry.json`` parses and every file matches it."""
         try:
             meta = json.loads((entry / ENTRY_FILE).read_text())
             recorded = meta['files']

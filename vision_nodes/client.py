@@ -1,5 +1,6 @@
-"""Drive a ``vision_node`` from Python: start it, walk its lifecycle, set parameters, exchange
-messages. Used by the demo, the benchmark and the tests; handy in a user's own scripts too.
+"""Drive a ``vision_node`` from Python: start it, walk its lifecycle, exchange messages.
+
+Used by the demo, the benchmark and the tests; handy in a user's own scripts too.
 
 Everything goes through the real ROS interfaces (lifecycle and parameter services, topics over
 DDS); nothing here reaches into the node's process.
@@ -67,7 +68,7 @@ class NodeProcess:
             env={**os.environ, 'PYTHONUNBUFFERED': '1', **(env or {})})
 
     def output(self) -> str:
-        """Everything the node has printed so far."""
+        """Return everything the node has printed so far."""
         if not self._log.closed:
             self._log.flush()
         return self.log_path.read_text(errors='replace')
@@ -84,7 +85,7 @@ class NodeProcess:
         return False
 
     def alive(self) -> bool:
-        """Whether the process is still running."""
+        """Return whether the process is still running."""
         return self.process.poll() is None
 
     def stop(self, sig: int | None = None, timeout: float = 15.0) -> int:
@@ -113,7 +114,7 @@ class MessageQueue:
         self._items.put((time.monotonic(), msg))
 
     def get(self, timeout: float = 10.0, predicate: Callable[[Any], bool] | None = None):
-        """Next message (matching ``predicate``), or None after ``timeout`` seconds."""
+        """Return the next message (matching ``predicate``), or None after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -132,7 +133,7 @@ class MessageQueue:
             self._items.get_nowait()
 
     def count(self) -> int:
-        """How many messages are waiting."""
+        """Return how many messages are waiting."""
         return self._items.qsize()
 
 
@@ -175,7 +176,7 @@ class VisionNodeClient:
         self.get_state(timeout)
 
     def get_state(self, timeout: float = 10.0) -> str:
-        """Current lifecycle state label, e.g. 'unconfigured', 'inactive', 'active'."""
+        """Return the current lifecycle state label, e.g. 'unconfigured', 'inactive', 'active'."""
         return self.call(GetState, 'get_state', GetState.Request(), timeout).current_state.label
 
     def change_state(self, transition: str, timeout: float = 120.0) -> bool:
@@ -199,7 +200,7 @@ class VisionNodeClient:
         return list(self.call(SetParameters, 'set_parameters', request, timeout).results)
 
     def get_parameters(self, *names: str, timeout: float = 10.0) -> dict[str, Any]:
-        """Current parameter values by name."""
+        """Return current parameter values by name."""
         request = GetParameters.Request(names=list(names))
         values = self.call(GetParameters, 'get_parameters', request, timeout).values
         return {n: Parameter.from_parameter_msg(ParameterMsg(name=n, value=v)).value
@@ -207,13 +208,13 @@ class VisionNodeClient:
 
     def describe_parameters(self, *names: str, timeout: float = 10.0
                             ) -> dict[str, ParameterDescriptor]:
-        """Parameter descriptors by name."""
+        """Return parameter descriptors by name."""
         request = DescribeParameters.Request(names=list(names))
         response = self.call(DescribeParameters, 'describe_parameters', request, timeout)
         return {d.name: d for d in response.descriptors}
 
     def topic(self, relative: str) -> str:
-        """A topic name relative to the target node's namespace."""
+        """Return a topic name relative to the target node's namespace."""
         namespace = self.target.rsplit('/', 1)[0]
         return f'{namespace}/{relative}'
 
@@ -224,7 +225,7 @@ class VisionNodeClient:
         return received
 
     def publisher(self, msg_type, topic: str, qos: QoSProfile | int = 10):
-        """A publisher on the client node."""
+        """Create a publisher on the client node."""
         return self.node.create_publisher(msg_type, topic, qos)
 
     def close(self) -> None:

@@ -30,7 +30,7 @@ from .manifest import resolve_manifest
 
 
 def bundled_images() -> list[Path]:
-    """The sample images that ship inside the ultralytics package, if it is installed."""
+    """Return the sample images that ship inside the ultralytics package, if it is installed."""
     try:
         import ultralytics
     except ImportError:

@@ -27,7 +27,7 @@ _log = logging.getLogger(__name__)
 
 def onnx_cache_fields(manifest: ModelManifest, weights: Path, precision: str,
                       opset: int = DEFAULT_OPSET) -> dict[str, Any]:
-    """The fields that make up the ONNX artifact's cache key."""
+    """Return the fields that make up the ONNX artifact's cache key."""
     return {
         'weights_sha256': file_sha256(check_weights(weights)),
         'architecture': manifest.architecture,

@@ -214,7 +214,7 @@ class VisionNode(LifecycleNode):
 
     # ----------------------------------------------------------------- data path
     def _on_image(self, msg: Image) -> None:
-        """image → tensor → runner → decoded results → Detection2DArray."""
+        """Process one frame: image → tensor → runner → decoded results → message."""
         with self._lock:
             pipeline = self._pipeline
             if pipeline is None or not self._active:

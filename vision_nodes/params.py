@@ -35,7 +35,7 @@ class ParamSpec:
     applies: str = 'reload'
 
     def descriptor(self) -> ParameterDescriptor:
-        """The rcl ParameterDescriptor (type, description, ranges) for declaration."""
+        """Build the rcl ParameterDescriptor (type, description, ranges) for declaration."""
         desc = ParameterDescriptor()
         desc.name = self.name
         desc.type = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,

@@ -31,7 +31,7 @@ class Pipeline:
 
     def process(self, image: np.ndarray, encoding: str,
                 params: DetectionParams) -> Detections:
-        """Decoded image array → results in source pixels."""
+        """Run one decoded image array through the model; results are in source pixels."""
         tensor, meta = self.task.preprocess(image, encoding)
         outputs = self.runner.infer(tensor)
         return self.task.postprocess(outputs, meta, params)

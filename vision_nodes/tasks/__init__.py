@@ -10,7 +10,7 @@ TASKS = {'detect': DetectionTask}
 
 
 def create_task(manifest: ModelManifest):
-    """The task object for a manifest, or ValueError naming the missing task."""
+    """Return the task object for a manifest, or ValueError naming the missing task."""
     cls = TASKS.get(manifest.task)
     if cls is None:
         raise ValueError(f"task '{manifest.task}' of model '{manifest.name}' is not "

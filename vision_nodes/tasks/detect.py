@@ -119,12 +119,12 @@ class DetectionTask:
 
     def preprocess(self, image: np.ndarray, encoding: str
                    ) -> tuple[np.ndarray, LetterboxMeta]:
-        """Decoded image array → (NCHW float32 tensor, metadata for postprocess)."""
+        """Turn a decoded image array into (NCHW float32 tensor, metadata for postprocess)."""
         return prepare(image, encoding, self.manifest.input_size, self.manifest.preprocessing)
 
     def postprocess(self, outputs: list[np.ndarray], meta: LetterboxMeta,
                     params: DetectionParams) -> Detections:
-        """Raw network outputs → detections in source-image pixels."""
+        """Decode raw network outputs into detections in source-image pixels."""
         dets = decode(outputs[0], params)
         meta.to_source(dets.boxes)
         return dets

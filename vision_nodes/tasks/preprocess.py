@@ -64,7 +64,7 @@ def letterbox(image: np.ndarray, size: tuple[int, int], pad_value: int = 114,
 
 
 def channel_map(encoding: str, color_order: str) -> tuple[int, int, int]:
-    """Indices of the source channels that feed the model's three input channels."""
+    """Return the indices of the source channels that feed the model's three input channels."""
     info = ENCODINGS.get(encoding)
     if info is None or info.color_order == 'depth':
         raise ImageConversionError(
