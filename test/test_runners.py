@@ -1,0 +1,186 @@
+"""The backend map, runner errors, ``auto`` selection and the ONNX export cache."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vision_nodes import backends
+from vision_nodes.backends import (AUTO_PRIORITY, BACKEND_MAP, auto_candidates,
+                                   check_supported, create_runner, runner_class)
+from vision_nodes.cache import EngineCache
+from vision_nodes.manifest import KNOWN_BACKENDS, resolve_manifest
+from vision_nodes.models import ModelLoadError
+from vision_nodes.runners.base import RunnerConfig, RunnerError
+
+ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
+
+
+@pytest.fixture(scope='module')
+def manifest():
+    return resolve_manifest('yolov8n')
+
+
+@pytest.fixture
+def config(manifest, model_dir, engine_cache_dir) -> RunnerConfig:
+    return RunnerConfig(manifest=manifest, weights=manifest.weights_path(str(model_dir)),
+                        backend='onnx', cache=EngineCache(engine_cache_dir))
+
+
+def test_backend_map_covers_every_known_backend():
+    """Every manifest backend name is in the map; implemented ones resolve to a class."""
+    assert set(BACKEND_MAP) == set(KNOWN_BACKENDS)
+    assert runner_class('onnx').__name__ == 'OnnxRunner'
+    assert runner_class('cpu') is runner_class('cuda') is runner_class('rocm')
+    assert 'onnx' in runner_class('onnx').backends
+    assert AUTO_PRIORITY[:3] == ('tensorrt', 'cuda', 'rocm')
+
+
+def test_reserved_and_unknown_backends_say_so():
+    """tensorrt/openvino have no runner yet; unknown names list the choices."""
+    with pytest.raises(RunnerError, match="'tensorrt' is reserved but has no runner"):
+        runner_class('tensorrt')
+    with pytest.raises(RunnerError, match="unknown backend 'tpu'.*auto, cpu, cuda"):
+        runner_class('tpu')
+
+
+def test_manifest_backends_are_checked(manifest):
+    """A backend the manifest does not list fails with the valid ones named."""
+    check_supported('onnx', manifest)
+    check_supported('auto', manifest)
+    with pytest.raises(RunnerError, match='valid backends for it: cpu, cuda, rocm, onnx'):
+        check_supported('openvino', replace(manifest, backends=('cpu', 'cuda', 'rocm',
+                                                                'onnx')))
+
+
+def test_auto_prefers_the_fastest_available(manifest, config):
+    """On a machine without a GPU, auto skips cuda/rocm and loads ONNX Runtime."""
+    assert auto_candidates(manifest) == ['cuda', 'rocm', 'onnx', 'cpu']
+    torch = pytest.importorskip('torch')
+    if torch.cuda.is_available():
+        pytest.skip('a GPU is visible: auto would pick it')
+    chosen = []
+    runner = create_runner(replace(config, backend='auto'), chosen.append)
+    try:
+        assert runner.config.backend == 'onnx'
+        assert chosen[-1] == "backend auto: chose 'onnx'"
+    finally:
+        runner.unload()
+
+
+def test_auto_falls_back_when_a_backend_fails_to_load(manifest, config, monkeypatch):
+    """If the best candidate fails at load, auto logs it and takes the next."""
+    onnx_cls = runner_class('onnx')
+
+    def broken_load(self):
+        raise RunnerError('simulated failure')
+
+    monkeypatch.setattr(onnx_cls, '_load', broken_load)
+    monkeypatch.setattr(backends, 'AUTO_PRIORITY', ('onnx', 'cpu'))
+    pytest.importorskip('torch')
+    log = []
+    runner = create_runner(replace(config, backend='auto'), log.append)
+    try:
+        assert runner.config.backend == 'cpu'
+        assert any("'onnx' failed to load (simulated failure)" in line for line in log)
+    finally:
+        runner.unload()
+
+
+def test_gpu_backends_fail_clearly_without_a_gpu(config):
+    """cuda/rocm on a CPU-only machine: a clear error, not a crash."""
+    torch = pytest.importorskip('torch')
+    if torch.cuda.is_available():
+        pytest.skip('a GPU is visible here')
+    with pytest.raises(RunnerError, match="backend 'cuda' is not available: no CUDA GPU"):
+        create_runner(replace(config, backend='cuda'))
+    with pytest.raises(RunnerError, match='ROCm'):
+        create_runner(replace(config, backend='rocm'))
+
+
+def test_missing_execution_provider_is_a_clear_error(config):
+    """An EP this ONNX Runtime build lacks: error naming the available ones."""
+    if 'TensorrtExecutionProvider' in ort.get_available_providers():
+        pytest.skip('this ONNX Runtime has the TensorRT EP')
+    with pytest.raises(RunnerError, match=r"'TensorrtExecutionProvider' is not available.*"
+                                          r'CPUExecutionProvider'):
+        create_runner(replace(config, execution_provider='tensorrt'))
+    with pytest.raises(RunnerError, match="unknown execution_provider 'tpu'"):
+        create_runner(replace(config, execution_provider='tpu'))
+
+
+def test_precision_errors(config):
+    """Precisions a runner cannot honour are refused, never silently ignored."""
+    with pytest.raises(RunnerError, match="'fp32' in this version, not 'fp16'"):
+        create_runner(replace(config, precision='fp16'))
+    pytest.importorskip('torch')
+    with pytest.raises(RunnerError, match='fp16.*needs a GPU'):
+        create_runner(replace(config, backend='cpu', precision='fp16'))
+    with pytest.raises(RunnerError, match='no int8'):
+        create_runner(replace(config, backend='cpu', precision='int8'))
+
+
+def test_missing_weights_is_a_clear_error(config, tmp_path):
+    """A weights path that does not exist names the file and how to fix it."""
+    with pytest.raises(ModelLoadError, match=r"nowhere\.pt' not found.*model_dir"):
+        create_runner(replace(config, weights=tmp_path / 'nowhere.pt'))
+
+
+def test_export_is_cached_and_reused(config, tmp_path):
+    """First load exports into the cache; a second load hits it and skips the export."""
+    fresh = replace(config, cache=EngineCache(tmp_path / 'cache'))
+    first = create_runner(fresh)
+    assert first.cache_hit is False
+    path = first.model_path
+    mtime = path.stat().st_mtime_ns
+    first.unload()
+    second = create_runner(fresh)
+    try:
+        assert second.cache_hit is True
+        assert second.model_path == path and path.stat().st_mtime_ns == mtime
+        entry = json.loads((path.parent / 'entry.json').read_text())
+        assert entry['fields']['opset'] == 17
+        assert entry['fields']['input_size'] == [640, 640]
+        assert len(entry['fields']['weights_sha256']) == 64
+        assert json.loads((path.parent / 'tools.json').read_text())['torch']
+    finally:
+        second.unload()
+
+
+def test_corrupt_cached_onnx_is_rebuilt(config, tmp_path):
+    """A truncated cached model is detected and exported again, not loaded."""
+    fresh = replace(config, cache=EngineCache(tmp_path / 'cache'))
+    runner = create_runner(fresh)
+    path = runner.model_path
+    runner.unload()
+    path.write_bytes(path.read_bytes()[:1000])
+    again = create_runner(fresh)
+    try:
+        assert again.cache_hit is False
+        assert again.model_path.stat().st_size > 1_000_000
+        out = again.infer(np.zeros((1, 3, 640, 640), np.float32))
+        assert out[0].shape == (1, 84, 8400)
+    finally:
+        again.unload()
+
+
+def test_onnx_weights_run_without_export(config, manifest, tmp_path):
+    """A manifest that names an .onnx file is loaded directly (runtime-only deployment)."""
+    exported = create_runner(config)
+    onnx_file = Path(exported.model_path)
+    exported.unload()
+    direct = replace(manifest, weights=str(onnx_file), architecture='onnx',
+                     backends=('onnx',))
+    runner = create_runner(replace(config, manifest=direct, weights=onnx_file))
+    try:
+        assert runner.cache_hit is None and runner.model_path == onnx_file
+        assert runner.labels[0] == 'person'
+    finally:
+        runner.unload()
+    assert not runner.loaded
+    with pytest.raises(RunnerError, match='not loaded'):
+        runner.infer(np.zeros((1, 3, 640, 640), np.float32))
