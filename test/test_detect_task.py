@@ -287,6 +287,24 @@ def test_nms_matches_torchvision_large() -> None:
     np.testing.assert_array_equal(keep, ref.numpy())
 
 
+@pytest.mark.parametrize('chunk', [1, 7, 64])
+def test_chunked_nms_is_exact_and_stops_early(chunk: int) -> None:
+    """Score-ordered chunks (any size) give torchvision's result; max_keep cuts it exactly."""
+    boxes, scores = _random_boxes(np.random.default_rng(7), 700)
+    ref = torchvision.ops.nms(torch.from_numpy(boxes), torch.from_numpy(scores), 0.5).numpy()
+    np.testing.assert_array_equal(nms(boxes, scores, 0.5, chunk=chunk), ref)
+    np.testing.assert_array_equal(nms(boxes, scores, 0.5, max_keep=5, chunk=chunk), ref[:5])
+
+
+def test_decode_of_a_candidate_flood_respects_max_detections() -> None:
+    """Thousands of low-confidence candidates: exactly max_detections come out, best first."""
+    pred = np.random.default_rng(3).random((1, 84, 8400)).astype(np.float32) * 0.3
+    pred[:, :4] *= 2000
+    dets = decode(pred, DetectionParams(confidence=0.01, iou=0.45, max_detections=50))
+    assert len(dets) == 50
+    assert np.all(np.diff(dets.scores) <= 0)
+
+
 def test_nms_chain_is_greedy() -> None:
     # Seven 10x10 boxes, each shifted 5 px: neighbours have IoU 1/3, others 0.
     # Greedy keeps 0, 2, 4, 6 (a suppressed box suppresses nothing).
