@@ -19,8 +19,7 @@ import traceback
 from dataclasses import replace
 
 import rclpy
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
@@ -58,7 +57,6 @@ class VisionNode(LifecycleNode):
         self._det_pub = None
         self._label_pub = None
         self._image_sub = None
-        self._image_group = MutuallyExclusiveCallbackGroup()
         self._det_params = self._read_detection_params()
         self.frames = 0
         self._last_logged: dict[str, float] = {}
@@ -152,7 +150,7 @@ class VisionNode(LifecycleNode):
         qos = QoSProfile(depth=int(self._p('qos_depth')), history=HistoryPolicy.KEEP_LAST,
                          reliability=reliability, durability=DurabilityPolicy.VOLATILE)
         self._image_sub = self.create_subscription(
-            Image, 'image', self._on_image, qos, callback_group=self._image_group)
+            Image, 'image', self._on_image, qos)
         header = Header(stamp=self.get_clock().now().to_msg())
         self._label_pub.publish(label_info_msg(self._pipeline.labels, header,
                                                self._det_params.confidence))
@@ -237,7 +235,9 @@ def main(args: list[str] | None = None) -> None:
     """Entry point of ``vision_node``: spin until SIGINT/SIGTERM, then release cleanly."""
     rclpy.init(args=args)
     node = VisionNode()
-    executor = MultiThreadedExecutor(num_threads=2)
+    # Single-threaded on purpose: rclpy's MultiThreadedExecutor adds ~4 ms per message and a
+    # long latency tail. A transition requested mid-frame simply runs after that frame.
+    executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
         executor.spin()

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Detection latency, measured side by side in one run, printed as a table and as ratios.
+
+For each backend (default: onnx and cpu, i.e. ONNX Runtime and PyTorch on the CPU):
+
+* bare runner   - ``runner.infer`` on an already-preprocessed tensor (the network alone);
+* pipeline      - preprocess + infer + decode/NMS in this process (no ROS);
+* node path     - a ``sensor_msgs/Image`` published to a ``vision_node`` running in its own
+                  process, until its ``Detection2DArray`` for that frame comes back (DDS both
+                  ways, conversion, pre/post-processing, message building);
+
+plus ``ultralytics.YOLO(<the same exported .onnx>).predict`` on the same image.
+
+Configurations are measured in interleaved rounds (A B C A B C ...) so that drift in machine
+load hits them alike; the medians of all frames are reported. Not a test: no thresholds are
+asserted, the numbers are for reading.
+
+    scripts/dev demo   # once, to build the environment; then:
+    .venv/bin/python benchmarks/bench_detect.py --frames 10 --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--backends', nargs='+', default=['onnx', 'cpu'])
+    parser.add_argument('--frames', type=int, default=10, help='frames per round and config')
+    parser.add_argument('--rounds', type=int, default=4)
+    parser.add_argument('--image', type=Path, default=None, help='default: ultralytics bus.jpg')
+    parser.add_argument('--model', default='yolov8n')
+    parser.add_argument('--no-ultralytics', action='store_true')
+    parser.add_argument('--dds-profile', default='default',
+                        help="'default' (Fast DDS built-in transports), 'large-images' "
+                             '(config/fastdds_large_images.xml) or a profile XML path; used '
+                             'by this process and the node processes alike')
+    args = parser.parse_args(argv)
+    if args.dds_profile != 'default':
+        profile = Path(__file__).resolve().parent.parent / 'config' / \
+            'fastdds_large_images.xml' if args.dds_profile == 'large-images' \
+            else Path(args.dds_profile)
+        os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(profile)
+
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
+    os.environ.setdefault('YOLO_OFFLINE', '1')
+    os.environ.setdefault('YOLO_CONFIG_DIR', tempfile.mkdtemp(prefix='bench_yolo_'))
+
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import Image
+    from vision_msgs.msg import Detection2DArray
+
+    from vision_nodes.client import NodeProcess, VisionNodeClient
+    from vision_nodes.demo import bundled_images
+    from vision_nodes.image_conversion import numpy_to_image
+    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.pipeline import build_pipeline
+    from vision_nodes.tasks.detect import DetectionParams
+
+    image_path = args.image or next(p for p in bundled_images() if p.name == 'bus.jpg')
+    bgr = cv2.imread(str(image_path))
+    manifest = resolve_manifest(args.model)
+    params = DetectionParams(manifest.thresholds.confidence, manifest.thresholds.iou,
+                             manifest.thresholds.max_detections)
+    print(f'image {image_path.name} {bgr.shape[1]}x{bgr.shape[0]}, model {manifest.name} '
+          f'{manifest.input_size[1]}x{manifest.input_size[0]}, {os.cpu_count()} CPUs; '
+          f'{args.rounds} rounds x {args.frames} frames per configuration; '
+          f'DDS profile: {args.dds_profile}', flush=True)
+
+    # ---- in-process pipelines (also export / warm the engine cache for the nodes)
+    pipelines = {b: build_pipeline(manifest, b) for b in args.backends}
+    tensor, _ = pipelines[args.backends[0]].task.preprocess(bgr, 'bgr8')
+
+    # ---- one node process per backend, each on its own topics
+    reliable = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+    nodes, clients, pubs, queues = {}, {}, {}, {}
+    for backend in args.backends:
+        name = f'bench_{backend}'
+        nodes[backend] = NodeProcess({'backend': backend, 'model': args.model,
+                                      'qos_reliability': 'reliable'},
+                                     node_name=name, namespace=f'/{name}')
+        clients[backend] = VisionNodeClient(f'/{name}/{name}', f'{name}_client')
+    for backend in args.backends:
+        client = clients[backend]
+        client.wait_for_node(60)
+        if not (client.change_state('configure', 600) and client.change_state('activate')):
+            print(nodes[backend].output())
+            return 1
+        name = f'bench_{backend}'
+        queues[backend] = client.subscribe(Detection2DArray, f'/{name}/detections', 10)
+        pubs[backend] = client.publisher(Image, f'/{name}/image', reliable)
+    msg = numpy_to_image(bgr, 'bgr8')
+
+    def node_frame(backend: str, seq: int) -> float:
+        msg.header.frame_id = f'{backend}_{seq}'
+        start = time.perf_counter()
+        pubs[backend].publish(msg)
+        got = queues[backend].get(timeout=30.0,
+                                  predicate=lambda m: m.header.frame_id == msg.header.frame_id)
+        if got is None:
+            raise RuntimeError(f'node {backend} did not answer frame {seq}')
+        return time.perf_counter() - start
+
+    ultra = None
+    if not args.no_ultralytics and 'onnx' in pipelines:
+        from ultralytics import YOLO
+
+        ultra = YOLO(str(pipelines['onnx'].runner.model_path), task='detect')
+
+    configs: dict[str, object] = {}
+    for backend in args.backends:
+        p = pipelines[backend]
+        configs[f'{backend}: bare runner'] = lambda p=p: p.runner.infer(tensor)
+        configs[f'{backend}: pipeline'] = lambda p=p: p.process(bgr, 'bgr8', params)
+        configs[f'{backend}: node path'] = backend
+    if ultra is not None:
+        configs['ultralytics predict (same .onnx)'] = lambda: ultra.predict(
+            bgr, imgsz=manifest.input_size[0], conf=params.confidence, iou=params.iou,
+            verbose=False, device='cpu')
+
+    samples: dict[str, list[float]] = {k: [] for k in configs}
+    seq = 0
+    for round_index in range(args.rounds + 1):  # round 0 warms every path up, unrecorded
+        for label, fn in configs.items():
+            for _ in range(args.frames if round_index else 3):
+                seq += 1
+                if isinstance(fn, str):
+                    elapsed = node_frame(fn, seq)
+                else:
+                    start = time.perf_counter()
+                    fn()
+                    elapsed = time.perf_counter() - start
+                if round_index:
+                    samples[label].append(elapsed)
+
+    for backend in args.backends:
+        clients[backend].change_state('deactivate')
+        clients[backend].close()
+        nodes[backend].stop()
+    for p in pipelines.values():
+        p.close()
+
+    med = {k: _median_ms(v) for k, v in samples.items()}
+    width = max(len(k) for k in med)
+    print(f"\n{'configuration':<{width}}  median ms   p90 ms")
+    for label, values in samples.items():
+        p90 = sorted(values)[int(0.9 * (len(values) - 1))] * 1000
+        print(f'{label:<{width}}  {med[label]:9.1f}  {p90:7.1f}')
+    print('\nratios (same run):')
+    for backend in args.backends:
+        bare, node = med[f'{backend}: bare runner'], med[f'{backend}: node path']
+        print(f'  {backend}: node path / bare runner      = {node / bare:5.3f}')
+        print(f'  {backend}: pipeline / bare runner       = '
+              f"{med[f'{backend}: pipeline'] / bare:5.3f}")
+    if 'onnx' in args.backends and 'cpu' in args.backends:
+        print(f"  torch bare / onnx bare               = "
+              f"{med['cpu: bare runner'] / med['onnx: bare runner']:5.3f}")
+    if ultra is not None:
+        print(f"  onnx node path / ultralytics predict = "
+              f"{med['onnx: node path'] / med['ultralytics predict (same .onnx)']:5.3f}")
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
