@@ -109,7 +109,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help='images to run (default: the ones bundled with ultralytics)')
     parser.add_argument('--out', type=Path, default=Path('out'),
                         help='folder for annotated PNGs (default: ./out)')
-    parser.add_argument('--confidence', type=float, default=0.25)
+    parser.add_argument('--confidence', type=float, default=None,
+                        help="confidence threshold (default: the manifest's)")
     parser.add_argument('--timeout', type=float, default=180.0,
                         help='seconds to wait for configure (first run exports ONNX)')
     return parser.parse_args(argv)
@@ -125,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix='vision_nodes_demo_'))
     model = _weights_manifest(args.model, args.weights, scratch) if args.weights else args.model
+    thresholds = resolve_manifest(model).thresholds
     params = {'model': model, 'backend': args.backend, 'model_dir': args.model_dir,
-              'confidence_threshold': args.confidence, 'qos_reliability': 'reliable'}
+              'confidence_threshold': args.confidence if args.confidence is not None
+              else thresholds.confidence, 'iou_threshold': thresholds.iou,
+              'max_detections': thresholds.max_detections, 'qos_reliability': 'reliable'}
     node = NodeProcess(params, log_path=args.out / 'vision_node.log')
     client = VisionNodeClient('/vision_node', 'vision_nodes_demo')
     try:
