@@ -118,7 +118,7 @@ class EngineCache:
 
     @staticmethod
     def validate(entry: Path, files: tuple[str, ...] = ()) -> bool:
-        """Return True when ``entry`` is complete: ``entry.json`` parses and every file matches it."""
+        """Return True when ``entry`` is complete: its entry.json parses, every file matches."""
         try:
             meta = json.loads((entry / ENTRY_FILE).read_text())
             recorded = meta['files']
