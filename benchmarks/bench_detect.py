@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     from sensor_msgs.msg import Image
     from vision_msgs.msg import Detection2DArray
 
-    from vision_nodes.client import NodeProcess, VisionNodeClient
+    from vision_nodes.client import NodeProcess, VisionNodeClient, wait_for
     from vision_nodes.demo import bundled_images
     from vision_nodes.image_conversion import numpy_to_image
     from vision_nodes.manifest import resolve_manifest
@@ -116,11 +116,22 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f'node {backend} did not answer frame {seq}')
         return time.perf_counter() - start
 
-    ultra = None
+    ultra = ultra_proc = None
     if not args.no_ultralytics and 'onnx' in pipelines:
+        import subprocess
+
         from ultralytics import YOLO
 
-        ultra = YOLO(str(pipelines['onnx'].runner.model_path), task='detect')
+        onnx_path = str(pipelines['onnx'].runner.model_path)
+        ultra = YOLO(onnx_path, task='detect')
+        # The same .onnx behind Ultralytics in a plain ROS node, on the same DDS path.
+        ultra_proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name('ultralytics_reference_node.py')),
+             onnx_path, '--ros-args', '-r', '__ns:=/bench_ultra'],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = clients[args.backends[0]]
+        queues['ultra'] = client.subscribe(Detection2DArray, '/bench_ultra/detections', 10)
+        pubs['ultra'] = client.publisher(Image, '/bench_ultra/image', reliable)
 
     configs: dict[str, object] = {}
     for backend in args.backends:
@@ -132,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         configs['ultralytics predict (same .onnx)'] = lambda: ultra.predict(
             bgr, imgsz=manifest.input_size[0], conf=params.confidence, iou=params.iou,
             verbose=False, device='cpu')
+        configs['ultralytics in a ROS node (same .onnx)'] = 'ultra'
+
+    for key, pub in pubs.items():
+        if not wait_for(lambda pub=pub: pub.get_subscription_count() > 0, 60.0):
+            raise RuntimeError(f'nothing subscribed to the {key} image topic')
 
     samples: dict[str, list[float]] = {k: [] for k in configs}
     seq = 0
@@ -154,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         nodes[backend].stop()
     for p in pipelines.values():
         p.close()
+    if ultra_proc is not None:
+        ultra_proc.terminate()
+        ultra_proc.wait()
 
     med = {k: _median_ms(v) for k, v in samples.items()}
     width = max(len(k) for k in med)
@@ -173,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     if ultra is not None:
         print(f"  onnx node path / ultralytics predict = "
               f"{med['onnx: node path'] / med['ultralytics predict (same .onnx)']:5.3f}")
+        print(f"  onnx node path / ultralytics node    = "
+              f"{med['onnx: node path'] / med['ultralytics in a ROS node (same .onnx)']:5.3f}")
     return 0
 
 

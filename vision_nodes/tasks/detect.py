@@ -127,14 +127,14 @@ def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None 
         raise ValueError(f'detection output of shape {output.shape} has no class scores')
     nc = pred.shape[0] - 4 if num_classes is None else num_classes
     class_scores = pred[4:4 + nc]
-    class_ids = class_scores.argmax(axis=0)
-    scores = np.take_along_axis(class_scores, class_ids[None, :], axis=0)[0]
+    # max over classes is a fast row-wise reduction; argmax only for the few candidates.
+    scores = class_scores.max(axis=0)
     mask = scores > params.confidence
     if not mask.any():
         return Detections.empty()
+    class_ids = class_scores[:, mask].argmax(axis=0).astype(np.int64)
     boxes = xywh_to_xyxy(np.ascontiguousarray(pred[:4, mask].T, dtype=np.float32))
     scores = scores[mask].astype(np.float32)
-    class_ids = class_ids[mask].astype(np.int64)
     if scores.shape[0] > MAX_NMS_CANDIDATES:
         top = np.argpartition(-scores, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
         boxes, scores, class_ids = boxes[top], scores[top], class_ids[top]
