@@ -132,6 +132,8 @@ def test_confidence_threshold_applies_to_next_frame(harness, bus_msg):
     assert after is not None
     assert 0 < len(after.detections) < len(before.detections)
     assert all(d.results[0].hypothesis.score > 0.5 for d in after.detections)
+    info = harness.labels.get(timeout=5.0, predicate=lambda m: abs(m.threshold - 0.5) < 1e-6)
+    assert info is not None, 'label_info was not republished with the new threshold'
     assert c.set_parameters(max_detections=2)[0].successful
     assert len(harness.send(bus_msg).detections) == 2
     assert c.set_parameters(confidence_threshold=0.25, max_detections=300)[0].successful
@@ -221,7 +223,7 @@ def test_lifecycle_cycles_do_not_leak_entities(harness, bus_msg):
 @pytest.mark.parametrize('sig,shutdown_first',
                          [(signal.SIGTERM, True), (signal.SIGINT, False)])
 def test_signals_exit_cleanly(model_dir, engine_cache_dir, sig, shutdown_first):
-    """SIGTERM after the shutdown transition, SIGINT while active: exit 0, no traceback."""
+    """The shutdown transition ends the process; SIGINT while active too: exit 0, no traceback."""
     h = Harness({'backend': 'onnx', 'model_dir': str(model_dir),
                  'engine_cache_dir': str(engine_cache_dir)}, 'vision_node_term')
     try:
@@ -229,7 +231,8 @@ def test_signals_exit_cleanly(model_dir, engine_cache_dir, sig, shutdown_first):
         assert c.change_state('configure') and c.change_state('activate')
         if shutdown_first:
             assert c.change_state('shutdown')
-            assert c.get_state() == 'finalized'
+            # A finalized node has nothing left to do: its process ends by itself.
+            assert wait_for(lambda: not h.node.alive(), 10.0)
     finally:
         h.client.close()
         code = h.node.stop(sig)

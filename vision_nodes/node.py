@@ -59,6 +59,8 @@ class VisionNode(LifecycleNode):
         self._image_sub = None
         self._det_params = self._read_detection_params()
         self.frames = 0
+        #: Set by the shutdown transition; ``main`` then ends the process.
+        self.finalized = False
         self._last_logged: dict[str, float] = {}
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
@@ -92,6 +94,7 @@ class VisionNode(LifecycleNode):
             if spec.applies == 'live':
                 updates[param.name] = param.value
         if updates:
+            old_confidence = self._det_params.confidence
             self._det_params = replace(
                 self._det_params,
                 confidence=float(updates.get('confidence_threshold',
@@ -99,6 +102,8 @@ class VisionNode(LifecycleNode):
                 iou=float(updates.get('iou_threshold', self._det_params.iou)),
                 max_detections=int(updates.get('max_detections',
                                                self._det_params.max_detections)))
+            if self._active and self._det_params.confidence != old_confidence:
+                self._publish_label_info()  # its threshold field follows the parameter
         return SetParametersResult(successful=True)
 
     # ----------------------------------------------------------------- transitions
@@ -151,9 +156,7 @@ class VisionNode(LifecycleNode):
                          reliability=reliability, durability=DurabilityPolicy.VOLATILE)
         self._image_sub = self.create_subscription(
             Image, 'image', self._on_image, qos)
-        header = Header(stamp=self.get_clock().now().to_msg())
-        self._label_pub.publish(label_info_msg(self._pipeline.labels, header,
-                                               self._det_params.confidence))
+        self._publish_label_info()
         self._active = True
         self.get_logger().info(
             f"active: '{self._image_sub.topic_name}' → '{self._det_pub.topic_name}'")
@@ -171,8 +174,9 @@ class VisionNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: State) -> TransitionCallbackReturn:
-        """Release everything, whatever state the node was in."""
+        """Release everything, whatever state the node was in; the process then exits."""
         self.release()
+        self.finalized = True
         return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: State) -> TransitionCallbackReturn:
@@ -180,6 +184,11 @@ class VisionNode(LifecycleNode):
         self.get_logger().error('error during a transition; releasing everything')
         self.release()
         return TransitionCallbackReturn.SUCCESS
+
+    def _publish_label_info(self) -> None:
+        header = Header(stamp=self.get_clock().now().to_msg())
+        self._label_pub.publish(label_info_msg(self._pipeline.labels, header,
+                                               self._det_params.confidence))
 
     # ----------------------------------------------------------------- resources
     def _destroy_subscription(self) -> None:
@@ -232,7 +241,7 @@ class VisionNode(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Entry point of ``vision_node``: spin until SIGINT/SIGTERM, then release cleanly."""
+    """Entry point of ``vision_node``: spin until SIGINT/SIGTERM or the shutdown transition."""
     rclpy.init(args=args)
     node = VisionNode()
     # Single-threaded on purpose: rclpy's MultiThreadedExecutor adds ~4 ms per message and a
@@ -240,7 +249,8 @@ def main(args: list[str] | None = None) -> None:
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     try:
-        executor.spin()
+        while rclpy.ok(context=node.context) and not node.finalized:
+            executor.spin_once(timeout_sec=0.5)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
