@@ -1,0 +1,24 @@
+"""Launch vision_node for monocular depth estimation (a lifecycle node).
+
+    ros2 launch vision_nodes depth.launch.py --show-args
+    ros2 launch vision_nodes depth.launch.py image_topic:=/camera/image_raw depth_topic:=depth
+
+Subscribes to ``image_topic`` (sensor_msgs/Image) and publishes the depth image on
+``depth_topic``. The default model, depth_anything_v2_small, has no manifest in this version:
+configure fails with "no manifest named 'depth_anything_v2_small'", which the launch logs;
+the node stays up, unconfigured. Pass ``model:=<manifest name or path>`` for another model.
+Parameters: ``params_file`` (default: none, the node's defaults), overridden by the
+model/backend/model_dir/engine_cache_dir launch arguments.
+"""
+
+from vision_nodes.launch_helpers import Output, vision_launch_description
+
+
+def generate_launch_description():
+    """Arguments plus one lifecycle vision_node running a depth model."""
+    return vision_launch_description(
+        task='depth',
+        default_model='depth_anything_v2_small',
+        default_params_file='',
+        outputs=(Output('depth', 'Output depth image topic, sensor_msgs/Image'),),
+    )

@@ -1,0 +1,175 @@
+"""launch_testing test of ``launch/detect.launch.py`` with a backend the model does not support.
+
+backend:=tensorrt is a valid launch argument, but the yolov8n manifest does not list it, so
+the autostart configure fails. The tests check that:
+
+(a) the node logs "does not support backend 'tensorrt'; valid backends for it: cpu, cuda,
+    rocm, onnx", the launch file logs the failed configure (telling the user to check the
+    node log / parameters), the launch keeps running (no hang) and the node stays up,
+    answering get_state with unconfigured;
+(b) after fixing the parameter (backend onnx) a manual configure succeeds and autostart then
+    activates the node (needs the yolov8n weights; skipped without them);
+and that the node exits cleanly when the launch shuts down.
+
+How to run: see ``test_launch_detect.py`` (colcon build + source install/setup.bash, then
+``python -m pytest test/test_launch_bad_backend.py`` or ``launch_test ...``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+import unittest
+from pathlib import Path
+
+import pytest
+
+try:
+    import launch
+    import launch_ros  # noqa: F401
+    import launch_testing
+    import launch_testing.actions
+    import launch_testing.asserts
+    from launch.actions import IncludeLaunchDescription
+    from launch.launch_description_sources import PythonLaunchDescriptionSource
+except ImportError:
+    pytest.skip('launch_testing is not installed (it is not on PyPI); install ROS 2 '
+                'launch_testing to run these tests', allow_module_level=True)
+
+import rclpy  # noqa: E402
+from lifecycle_msgs.msg import State, Transition  # noqa: E402
+from lifecycle_msgs.srv import ChangeState, GetState  # noqa: E402
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue  # noqa: E402
+from rcl_interfaces.srv import SetParameters  # noqa: E402
+
+LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
+NODE = '/vision_node'
+DOMAIN_ID = random.SystemRandom().randint(1, 101)
+UNSUPPORTED = ("does not support backend 'tensorrt'; valid backends for it: "
+               'cpu, cuda, rocm, onnx')
+
+
+def _installed() -> bool:
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    try:
+        prefix = get_package_prefix('vision_nodes')
+    except PackageNotFoundError:
+        return False
+    return os.access(os.path.join(prefix, 'lib', 'vision_nodes', 'vision_node'), os.X_OK)
+
+
+SKIP_REASON = None if _installed() else (
+    'vision_nodes is not installed in an ament prefix (lib/vision_nodes/vision_node): build '
+    'it with colcon and source install/setup.bash')
+
+
+class _Capture(logging.Handler):
+    """Keeps the launch file's LogInfo messages (logger 'launch.user')."""
+
+    def __init__(self):
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+LAUNCH_LOG = _Capture()
+
+
+@pytest.mark.launch_test
+@pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
+@unittest.skipIf(SKIP_REASON is not None, str(SKIP_REASON))  # for the launch_test runner
+def generate_test_description():
+    """detect.launch.py with backend:=tensorrt (unsupported by yolov8n) and autostart."""
+    os.environ['ROS_DOMAIN_ID'] = str(DOMAIN_ID)
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    os.environ.setdefault('YOLO_OFFLINE', '1')
+    os.environ.setdefault('YOLO_CONFIG_DIR', '/tmp/vision_nodes_test_yolo')
+    logging.getLogger('launch.user').addHandler(LAUNCH_LOG)
+    detect = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
+        launch_arguments={'backend': 'tensorrt', 'autostart': 'true'}.items())
+    return launch.LaunchDescription([detect, launch_testing.actions.ReadyToTest()])
+
+
+def _weights_found() -> bool:
+    from ament_index_python.packages import get_package_share_directory
+    folders = [os.environ.get('VISION_NODES_MODEL_DIR', ''),
+               os.path.join(get_package_share_directory('vision_nodes'), 'config', 'models')]
+    return any(f and os.path.isfile(os.path.join(f, 'yolov8n.pt')) for f in folders)
+
+
+class TestUnsupportedBackend(unittest.TestCase):
+    """Run in name order against one launched node."""
+
+    @classmethod
+    def setUpClass(cls):
+        rclpy.init()
+        cls.node = rclpy.create_node('test_launch_bad_backend_client')
+        cls.clients = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.node.destroy_node()
+        rclpy.shutdown()
+
+    def call(self, srv_type, name: str, request, timeout: float = 30.0):
+        client = self.clients.get(name)
+        if client is None:
+            client = self.clients[name] = self.node.create_client(srv_type, name)
+        self.assertTrue(client.wait_for_service(timeout_sec=timeout), f'no service {name}')
+        future = client.call_async(request)
+        rclpy.spin_until_future_complete(self.node, future, timeout_sec=timeout)
+        self.assertTrue(future.done(), f'{name} did not answer within {timeout} s')
+        return future.result()
+
+    def state(self) -> int:
+        return self.call(GetState, f'{NODE}/get_state', GetState.Request()).current_state.id
+
+    def wait_for(self, predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            self.assertLess(time.monotonic(), deadline, f'{what} not within {timeout} s')
+            time.sleep(0.2)
+
+    def test_a_failed_configure_is_reported_and_node_stays_up(self, proc_output):
+        proc_output.assertWaitFor(UNSUPPORTED, timeout=60)
+
+        def launch_reported():
+            return any('FAILED TO CONFIGURE' in m for m in LAUNCH_LOG.messages)
+
+        self.wait_for(launch_reported, 30, "the launch file's failed-configure message")
+        report = next(m for m in LAUNCH_LOG.messages if 'FAILED TO CONFIGURE' in m)
+        self.assertIn(NODE, report)
+        self.assertIn("backend 'tensorrt'", report)
+        self.assertIn('node\'s log', report)
+        self.assertIn('check the parameters', report)
+        # The launch went on (it logged the failure) and the node is up and unconfigured.
+        self.assertEqual(self.state(), State.PRIMARY_STATE_UNCONFIGURED)
+
+    def test_b_fixed_backend_configures_and_autostart_activates(self):
+        if not _weights_found():
+            self.skipTest('yolov8n.pt not found: set VISION_NODES_MODEL_DIR')
+        self.wait_for(lambda: any('FAILED TO CONFIGURE' in m for m in LAUNCH_LOG.messages),
+                      60, 'the failed configure')
+        value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value='onnx')
+        request = SetParameters.Request(parameters=[Parameter(name='backend', value=value)])
+        result = self.call(SetParameters, f'{NODE}/set_parameters', request).results[0]
+        self.assertTrue(result.successful, result.reason)
+
+        change = ChangeState.Request()
+        change.transition.id = Transition.TRANSITION_CONFIGURE
+        self.assertTrue(self.call(ChangeState, f'{NODE}/change_state', change,
+                                  timeout=240).success)
+        # autostart activates after the first configure that succeeds.
+        self.wait_for(lambda: self.state() == State.PRIMARY_STATE_ACTIVE, 30, 'active')
+
+
+@launch_testing.post_shutdown_test()
+class TestUnsupportedBackendShutdown(unittest.TestCase):
+
+    def test_node_exits_cleanly(self, proc_info):
+        launch_testing.asserts.assertExitCodes(proc_info, allowable_exit_codes=[0])

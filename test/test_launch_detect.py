@@ -1,0 +1,294 @@
+"""launch_testing tests of ``launch/detect.launch.py``: the real launch file, node and DDS.
+
+The launch file (included by path: ``../launch/detect.launch.py``) starts ``vision_node`` with
+backend:=onnx and autostart:=true; the tests publish bus.jpg and check, through the node's ROS
+interfaces, that:
+
+(a) the launch configures and activates the node by itself and a Detection2DArray with a bus
+    (class_id '5') and at least three people (class_id '0') arrives; label_info maps
+    0 -> person and 5 -> bus;
+(b) confidence_threshold set through the parameter service (0.25 -> 0.5) applies to the next
+    frame: fewer detections, all scores above 0.5;
+(c) a reload parameter (backend) is refused while active, with a reason that says to
+    deactivate and clean up;
+(d) deactivate stops the detections, activate resumes them;
+and that the node exits cleanly when the launch shuts down.
+
+How to run: the launch file starts the node as ``Node(package='vision_nodes',
+executable='vision_node')``, which needs the package installed in an ament prefix
+(``lib/vision_nodes/vision_node``), i.e. built with colcon and sourced, plus the ROS 2
+``launch_testing`` / ``launch_ros`` packages (not on PyPI)::
+
+    colcon build --packages-select vision_nodes && source install/setup.bash
+    export VISION_NODES_MODEL_DIR=/path/to/folder/with/yolov8n.pt
+    python -m pytest test/test_launch_detect.py      # launch_testing's pytest plugin
+    launch_test test/test_launch_detect.py           # or launch_testing's runner
+    colcon test --packages-select vision_nodes       # or through colcon
+
+Rebuild after changing the package: the node runs the installed copy. Optional:
+``VISION_NODES_CACHE_DIR`` (engine cache; the first configure exports yolov8n to ONNX).
+The tests pick a random ROS_DOMAIN_ID and keep discovery on localhost. Without launch_testing
+the module is skipped; without the colcon install or the weights the launch test is skipped
+with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+import unittest
+from pathlib import Path
+
+import pytest
+
+try:
+    import launch
+    import launch_ros  # noqa: F401
+    import launch_testing
+    import launch_testing.actions
+    import launch_testing.asserts
+    from launch.actions import IncludeLaunchDescription
+    from launch.launch_description_sources import PythonLaunchDescriptionSource
+except ImportError:
+    pytest.skip('launch_testing is not installed (it is not on PyPI); install ROS 2 '
+                'launch_testing to run these tests', allow_module_level=True)
+
+import rclpy  # noqa: E402
+from lifecycle_msgs.msg import State, Transition  # noqa: E402
+from lifecycle_msgs.srv import ChangeState, GetState  # noqa: E402
+from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue  # noqa: E402
+from rcl_interfaces.srv import GetParameters, SetParameters  # noqa: E402
+from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile,  # noqa: E402
+                       ReliabilityPolicy)
+from sensor_msgs.msg import Image  # noqa: E402
+from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
+
+LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
+NODE = '/vision_node'
+PERSON, BUS = '0', '5'
+#: One random DDS domain per test module (set when the launch test starts).
+DOMAIN_ID = random.SystemRandom().randint(1, 101)
+#: The first configure may export yolov8n to ONNX (tens of seconds on a slow machine).
+ACTIVE_TIMEOUT = 240.0
+LATCHED = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                     reliability=ReliabilityPolicy.RELIABLE,
+                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def _skip_reason() -> str | None:
+    """Why the launch test cannot run here (None: it can)."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    try:
+        prefix = get_package_prefix('vision_nodes')
+    except PackageNotFoundError:
+        prefix = None
+    if prefix is None or not os.access(
+            os.path.join(prefix, 'lib', 'vision_nodes', 'vision_node'), os.X_OK):
+        return ('vision_nodes is not installed in an ament prefix (lib/vision_nodes/'
+                'vision_node): build it with colcon and source install/setup.bash')
+    folders = [os.environ.get('VISION_NODES_MODEL_DIR', ''),
+               os.path.join(prefix, 'share', 'vision_nodes', 'config', 'models')]
+    if not any(f and os.path.isfile(os.path.join(f, 'yolov8n.pt')) for f in folders):
+        return ('yolov8n.pt not found: set VISION_NODES_MODEL_DIR to a folder holding it')
+    return None
+
+
+SKIP_REASON = _skip_reason()
+
+
+def isolate_ros_graph(domain_id: int) -> None:
+    """Own DDS domain, localhost discovery: for the launched node and this test process."""
+    os.environ['ROS_DOMAIN_ID'] = str(domain_id)
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    os.environ.setdefault('YOLO_OFFLINE', '1')
+    os.environ.setdefault('YOLO_CONFIG_DIR', '/tmp/vision_nodes_test_yolo')
+
+
+@pytest.mark.launch_test
+@pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
+@unittest.skipIf(SKIP_REASON is not None, str(SKIP_REASON))  # for the launch_test runner
+def generate_test_description():
+    """detect.launch.py with backend:=onnx and autostart, ready to test at once."""
+    isolate_ros_graph(DOMAIN_ID)
+    detect = IncludeLaunchDescription(
+        PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
+        launch_arguments={'backend': 'onnx', 'autostart': 'true'}.items())
+    return launch.LaunchDescription([detect, launch_testing.actions.ReadyToTest()])
+
+
+def bus_image() -> Image:
+    """bus.jpg (bundled with ultralytics) as a bgr8 sensor_msgs/Image."""
+    import cv2
+    import ultralytics
+
+    from vision_nodes.image_conversion import numpy_to_image
+
+    path = Path(ultralytics.__file__).parent / 'assets' / 'bus.jpg'
+    bgr = cv2.imread(str(path))
+    assert bgr is not None, f'cannot read {path}'
+    return numpy_to_image(bgr, 'bgr8')
+
+
+def class_ids(msg: Detection2DArray) -> list[str]:
+    return [det.results[0].hypothesis.class_id for det in msg.detections]
+
+
+class TestDetectLaunch(unittest.TestCase):
+    """The tests run in name order against one launched node (a, b, c, d)."""
+
+    @classmethod
+    def setUpClass(cls):
+        rclpy.init()
+        cls.node = rclpy.create_node('test_launch_detect_client')
+        cls.image = bus_image()
+        cls.image_pub = cls.node.create_publisher(Image, 'image', 10)
+        cls.results: list[tuple[int, Detection2DArray]] = []
+        cls.labels: list[LabelInfo] = []
+        cls.node.create_subscription(Detection2DArray, 'detections', cls._on_detections, 10)
+        cls.node.create_subscription(LabelInfo, 'label_info', cls.labels.append, LATCHED)
+        cls.seq = 0
+        cls.clients = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.node.destroy_node()
+        rclpy.shutdown()
+
+    @classmethod
+    def _on_detections(cls, msg: Detection2DArray) -> None:
+        # frame_id carries the sequence number of the image the result belongs to.
+        cls.results.append((int(msg.header.frame_id.removeprefix('seq')), msg))
+
+    # ------------------------------------------------------------------ helpers
+    def spin_for(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            rclpy.spin_once(self.node, timeout_sec=0.05)
+
+    def publish(self) -> int:
+        """Publish bus.jpg with the next sequence number; return it."""
+        type(self).seq += 1
+        self.image.header.frame_id = f'seq{self.seq}'
+        self.image.header.stamp = self.node.get_clock().now().to_msg()
+        self.image_pub.publish(self.image)
+        return self.seq
+
+    def results_after(self, seq: int) -> list[Detection2DArray]:
+        return [msg for s, msg in self.results if s > seq]
+
+    def next_result(self, timeout: float = 60.0) -> Detection2DArray:
+        """Publish images (5 Hz) until a result for an image published from now arrives.
+
+        The first match of a new image subscription (after activate) can take seconds of
+        DDS discovery, hence the long timeout.
+        """
+        mark = self.seq
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.publish()
+            self.spin_for(0.2)
+            fresh = self.results_after(mark)
+            if fresh:
+                return fresh[0]
+        self.fail(f'no detections within {timeout} s')
+
+    def call(self, srv_type, name: str, request, timeout: float = 30.0):
+        client = self.clients.get(name)
+        if client is None:
+            client = self.clients[name] = self.node.create_client(srv_type, name)
+        self.assertTrue(client.wait_for_service(timeout_sec=timeout), f'no service {name}')
+        future = client.call_async(request)
+        rclpy.spin_until_future_complete(self.node, future, timeout_sec=timeout)
+        self.assertTrue(future.done(), f'{name} did not answer within {timeout} s')
+        return future.result()
+
+    def state(self) -> int:
+        return self.call(GetState, f'{NODE}/get_state', GetState.Request()).current_state.id
+
+    def wait_for_state(self, state_id: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while (current := self.state()) != state_id:
+            self.assertLess(time.monotonic(), deadline,
+                            f'node state {current}, expected {state_id} within {timeout} s')
+            self.spin_for(0.5)
+
+    def change_state(self, transition_id: int) -> bool:
+        request = ChangeState.Request()
+        request.transition.id = transition_id
+        return self.call(ChangeState, f'{NODE}/change_state', request).success
+
+    def set_parameter(self, name: str, value):
+        if isinstance(value, float):
+            pvalue = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value)
+        else:
+            pvalue = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
+        request = SetParameters.Request(parameters=[Parameter(name=name, value=pvalue)])
+        return self.call(SetParameters, f'{NODE}/set_parameters', request).results[0]
+
+    def get_parameter(self, name: str) -> ParameterValue:
+        request = GetParameters.Request(names=[name])
+        return self.call(GetParameters, f'{NODE}/get_parameters', request).values[0]
+
+    # ------------------------------------------------------------------ tests
+    def test_a_autostart_detects_bus_and_people(self):
+        self.wait_for_state(State.PRIMARY_STATE_ACTIVE, ACTIVE_TIMEOUT)
+        ids = class_ids(self.next_result())
+        self.assertGreaterEqual(ids.count(BUS), 1, ids)
+        self.assertGreaterEqual(ids.count(PERSON), 3, ids)
+
+        deadline = time.monotonic() + 10.0
+        while not self.labels and time.monotonic() < deadline:
+            self.spin_for(0.1)
+        self.assertTrue(self.labels, 'no label_info')
+        names = {c.class_id: c.class_name for c in self.labels[-1].class_map}
+        self.assertEqual(names[0], 'person')
+        self.assertEqual(names[5], 'bus')
+
+    def test_b_confidence_threshold_applies_live(self):
+        self.wait_for_state(State.PRIMARY_STATE_ACTIVE, ACTIVE_TIMEOUT)
+        self.assertEqual(self.get_parameter('confidence_threshold').double_value, 0.25)
+        before = self.next_result()
+        result = self.set_parameter('confidence_threshold', 0.5)
+        try:
+            self.assertTrue(result.successful, result.reason)
+            after = self.next_result()
+            self.assertLess(len(after.detections), len(before.detections))
+            scores = [d.results[0].hypothesis.score for d in after.detections]
+            self.assertTrue(scores, 'no detections at 0.5')
+            self.assertTrue(all(s > 0.5 for s in scores), scores)
+        finally:
+            self.assertTrue(self.set_parameter('confidence_threshold', 0.25).successful)
+
+    def test_c_reload_parameter_refused_while_active(self):
+        self.wait_for_state(State.PRIMARY_STATE_ACTIVE, ACTIVE_TIMEOUT)
+        result = self.set_parameter('backend', 'cpu')
+        self.assertFalse(result.successful)
+        self.assertIn('deactivate', result.reason)
+        self.assertIn('clean up', result.reason)
+        self.assertEqual(self.get_parameter('backend').string_value, 'onnx')
+
+    def test_d_deactivate_stops_and_activate_resumes(self):
+        self.wait_for_state(State.PRIMARY_STATE_ACTIVE, ACTIVE_TIMEOUT)
+        self.next_result()
+        self.assertTrue(self.change_state(Transition.TRANSITION_DEACTIVATE))
+        self.assertEqual(self.state(), State.PRIMARY_STATE_INACTIVE)
+        mark = self.seq
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            self.publish()
+            self.spin_for(0.1)
+        self.spin_for(0.5)
+        self.assertEqual(self.results_after(mark), [], 'detections while inactive')
+
+        self.assertTrue(self.change_state(Transition.TRANSITION_ACTIVATE))
+        self.assertEqual(self.state(), State.PRIMARY_STATE_ACTIVE)
+        ids = class_ids(self.next_result())
+        self.assertIn(BUS, ids)
+
+
+@launch_testing.post_shutdown_test()
+class TestDetectLaunchShutdown(unittest.TestCase):
+
+    def test_node_exits_cleanly(self, proc_info):
+        launch_testing.asserts.assertExitCodes(proc_info, allowable_exit_codes=[0])

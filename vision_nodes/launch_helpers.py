@@ -1,0 +1,209 @@
+"""Shared pieces of the launch files (``launch/detect.launch.py``, ``launch/depth.launch.py``).
+
+Both launch files start one ``vision_node`` as a lifecycle node and differ only in their
+defaults (model, parameters file) and output topics, so they call
+:func:`vision_launch_description`.
+
+This module needs the ROS 2 ``launch`` and ``launch_ros`` packages; they are imported inside
+the functions so that importing ``vision_nodes`` never requires them. Only APIs that exist in
+Humble are used (DeclareLaunchArgument choices, LifecycleNode, OnProcessStart,
+OnStateTransition, ChangeState, ParameterValue, Node ``ros_arguments``, EventHandler
+``handle_once``), so the launch files work on Humble, Jazzy and Kilted.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .manifest import KNOWN_BACKENDS
+
+PACKAGE = 'vision_nodes'
+EXECUTABLE = 'vision_node'
+
+#: Values of the ``backend`` launch argument (the same as the ``backend`` parameter).
+BACKEND_CHOICES = ['auto', *KNOWN_BACKENDS]
+LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'fatal']
+
+
+@dataclass(frozen=True)
+class Output:
+    """A topic the node publishes, remapped by a launch argument ``<name>_topic``."""
+
+    name: str
+    description: str
+
+
+def package_share_file(relative: str, launch_file: str | os.PathLike) -> str:
+    """Path of ``relative`` in the package share, or next to a source-tree launch file.
+
+    ``launch_file`` is the calling launch file's ``__file__``: when the package is not in the
+    ament index (a launch file run from the source tree), the file is looked up relative to the
+    launch file's parent folder (the package root / share folder).
+    """
+    try:
+        from ament_index_python.packages import (PackageNotFoundError,
+                                                 get_package_share_directory)
+        try:
+            return os.path.join(get_package_share_directory(PACKAGE), relative)
+        except PackageNotFoundError:
+            pass
+    except ImportError:
+        pass
+    return str(Path(launch_file).resolve().parent.parent / relative)
+
+
+def declare_arguments(*, default_model: str, default_params_file: str, task: str,
+                      outputs: tuple[Output, ...]) -> list:
+    """Return the DeclareLaunchArgument actions shared by the vision_nodes launch files."""
+    from launch.actions import DeclareLaunchArgument
+
+    params_help = ('Parameters file (ROS 2 YAML, `/**: ros__parameters:`) loaded first; the '
+                   'launch arguments model, backend, model_dir and engine_cache_dir override '
+                   'it.')
+    if not default_params_file:
+        params_help += ' Empty: none (the node\'s defaults).'
+    args = [
+        DeclareLaunchArgument(
+            'backend', default_value='onnx', choices=BACKEND_CHOICES,
+            description='Inference backend: cpu/cuda/rocm run PyTorch, onnx runs ONNX Runtime, '
+                        'auto picks the best one that loads. The model manifest lists the '
+                        'backends it supports.'),
+        DeclareLaunchArgument(
+            'model', default_value=default_model,
+            description=f'Model manifest for the {task} task: a name under '
+                        'share/vision_nodes/config/models or a path to a manifest YAML file.'),
+        DeclareLaunchArgument(
+            'model_dir', default_value='',
+            description='Folder holding the weights. Empty: keep the parameters file\'s value '
+                        '(default: $VISION_NODES_MODEL_DIR, else the manifest\'s folder).'),
+        DeclareLaunchArgument(
+            'params_file', default_value=default_params_file, description=params_help),
+        DeclareLaunchArgument(
+            'engine_cache_dir', default_value='',
+            description='Folder for exported models/engines. Empty: keep the parameters '
+                        'file\'s value (default: $VISION_NODES_CACHE_DIR, else '
+                        '~/.cache/vision_nodes/engines).'),
+        DeclareLaunchArgument(
+            'image_topic', default_value='image',
+            description='Input sensor_msgs/Image topic (the node\'s `image` subscription is '
+                        'remapped to it; relative names resolve in `namespace`).'),
+    ]
+    for output in outputs:
+        args.append(DeclareLaunchArgument(
+            f'{output.name}_topic', default_value=output.name,
+            description=f'{output.description}; the node\'s `{output.name}` topic is remapped '
+                        'to it.'))
+    args += [
+        DeclareLaunchArgument(
+            'namespace', default_value='',
+            description='Namespace of the node and of its relative topics.'),
+        DeclareLaunchArgument(
+            'node_name', default_value=EXECUTABLE, description='Name of the node.'),
+        DeclareLaunchArgument(
+            'autostart', default_value='true', choices=['true', 'false'],
+            description='Configure the lifecycle node when it starts and activate it once '
+                        'configured. false: it waits unconfigured for '
+                        '`ros2 lifecycle set <node> configure`.'),
+        DeclareLaunchArgument(
+            'log_level', default_value='info', choices=LOG_LEVELS,
+            description='Logging level of the node process.'),
+    ]
+    return args
+
+
+def _node_and_lifecycle(context, outputs: tuple[Output, ...]) -> list:
+    """Return the LifecycleNode and its lifecycle event handlers (an OpaqueFunction body)."""
+    from launch.actions import EmitEvent, LogInfo, RegisterEventHandler, Shutdown
+    from launch.event_handlers import OnProcessStart
+    from launch.events import matches_action
+    from launch.substitutions import LaunchConfiguration
+    from launch_ros.actions import LifecycleNode
+    from launch_ros.event_handlers import OnStateTransition
+    from launch_ros.events.lifecycle import ChangeState
+    from launch_ros.parameter_descriptions import ParameterValue
+    from lifecycle_msgs.msg import Transition
+
+    def arg(name: str) -> str:
+        return LaunchConfiguration(name).perform(context).strip()
+
+    parameters: list = []
+    params_file = arg('params_file')
+    if params_file:
+        if not os.path.isfile(params_file):
+            raise RuntimeError(f"params_file '{params_file}' does not exist")
+        parameters.append(params_file)
+    # Launch arguments override the file. model/backend always (they have defaults); the
+    # folders only when given, so an empty argument keeps the file's (or the node's) value.
+    # ParameterValue(value_type=str) keeps launch_ros from YAML-typing the strings.
+    overrides = {'model': arg('model'), 'backend': arg('backend')}
+    for name in ('model_dir', 'engine_cache_dir'):
+        if arg(name):
+            overrides[name] = arg(name)
+    parameters.append({k: ParameterValue(v, value_type=str) for k, v in overrides.items()})
+
+    name, namespace = arg('node_name'), arg('namespace')
+    full_name = '/' + '/'.join(p for p in (namespace.strip('/'), name) if p)
+    remappings = [('image', arg('image_topic'))]
+    remappings += [(o.name, arg(f'{o.name}_topic')) for o in outputs]
+
+    node = LifecycleNode(
+        package=PACKAGE, executable=EXECUTABLE, name=name, namespace=namespace,
+        parameters=parameters, remappings=remappings, output='screen',
+        ros_arguments=['--log-level', arg('log_level')],
+        on_exit=[Shutdown(reason=f'{full_name} exited')])
+
+    def change_state(transition_id: int) -> EmitEvent:
+        return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
+                                           transition_id=transition_id))
+
+    actions = [node]
+    # A failed configure leaves the node up and unconfigured; say so, and what to do.
+    actions.append(RegisterEventHandler(OnStateTransition(
+        target_lifecycle_node=node, start_state='configuring', goal_state='unconfigured',
+        entities=[LogInfo(msg=(
+            f"{full_name} FAILED TO CONFIGURE (model '{overrides['model']}', backend "
+            f"'{overrides['backend']}'); it stays up, unconfigured. The reason is in the "
+            "node's log above ('configure failed: ...'): check the parameters (model, backend, "
+            'model_dir, params_file), fix them with `ros2 param set` and run '
+            f'`ros2 lifecycle set {full_name} configure`, or relaunch.'))])))
+    actions.append(RegisterEventHandler(OnStateTransition(
+        target_lifecycle_node=node, start_state='activating', goal_state='inactive',
+        entities=[LogInfo(msg=(
+            f"{full_name} FAILED TO ACTIVATE; it stays inactive. See the node's log above."))])))
+    actions.append(RegisterEventHandler(OnStateTransition(
+        target_lifecycle_node=node, goal_state='finalized',
+        entities=[LogInfo(msg=(
+            f'{full_name} is finalized (shut down); its process exits and the launch ends '
+            'with it.'))])))
+    if arg('autostart').lower() == 'true':
+        # Configure once the process is up (launch_ros waits for the change_state service),
+        # then activate on the first successful configure: driven by lifecycle events, no
+        # timers. handle_once: after one activation, a later manual configure (after a
+        # cleanup) is not auto-activated; if the first configure failed, the first manual
+        # configure that succeeds is.
+        actions.append(RegisterEventHandler(OnProcessStart(
+            target_action=node,
+            on_start=[LogInfo(msg=f'autostart: configuring {full_name}'),
+                      change_state(Transition.TRANSITION_CONFIGURE)])))
+        actions.append(RegisterEventHandler(OnStateTransition(
+            target_lifecycle_node=node, start_state='configuring', goal_state='inactive',
+            entities=[LogInfo(msg=f'autostart: {full_name} configured; activating'),
+                      change_state(Transition.TRANSITION_ACTIVATE)],
+            handle_once=True)))
+    return actions
+
+
+def vision_launch_description(*, task: str, default_model: str, default_params_file: str,
+                              outputs: tuple[Output, ...]):
+    """Return a LaunchDescription: the shared arguments plus one lifecycle ``vision_node``."""
+    from launch import LaunchDescription
+    from launch.actions import OpaqueFunction
+
+    return LaunchDescription([
+        *declare_arguments(default_model=default_model,
+                           default_params_file=default_params_file, task=task,
+                           outputs=outputs),
+        OpaqueFunction(function=_node_and_lifecycle, args=[outputs]),
+    ])
