@@ -238,3 +238,41 @@ def test_signals_exit_cleanly(model_dir, engine_cache_dir, sig, shutdown_first):
         code = h.node.stop(sig)
     assert code == 0, h.node.output()
     assert 'Traceback' not in h.node.output()
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f'/proc/{pid}/status') as status:
+        for line in status:
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1]) / 1024.0
+    raise AssertionError('no VmRSS')
+
+
+@pytest.mark.skipif(not __import__('os').path.exists('/proc/self/status'),
+                    reason='reads the process size from /proc')
+def test_configure_cleanup_cycles_free_model_memory(model_dir, engine_cache_dir):
+    """cleanup releases the ONNX Runtime session; repeated cycles do not grow the process."""
+    # Export first (in this process), so the node process only ever loads ONNX Runtime: a
+    # process that imported torch to export keeps freed memory in its heap.
+    from vision_nodes.cache import EngineCache
+    from vision_nodes.export import ensure_onnx
+    from vision_nodes.manifest import resolve_manifest
+
+    manifest = resolve_manifest('yolov8n')
+    ensure_onnx(manifest, manifest.weights_path(str(model_dir)), EngineCache(engine_cache_dir))
+    h = Harness({'backend': 'onnx', 'model_dir': str(model_dir),
+                 'engine_cache_dir': str(engine_cache_dir)}, 'vision_node_rss')
+    try:
+        c, pid = h.client, h.node.process.pid
+        configured, cleaned = [], []
+        for _ in range(4):
+            assert c.change_state('configure')
+            configured.append(_rss_mb(pid))
+            assert c.change_state('cleanup')
+            cleaned.append(_rss_mb(pid))
+        # The session and its buffers (~25 MB for YOLOv8n) go away at cleanup...
+        assert min(configured) - max(cleaned) > 10.0, (configured, cleaned)
+        # ...and nothing accumulates from one cycle to the next.
+        assert cleaned[-1] - cleaned[0] < 15.0, cleaned
+    finally:
+        h.close()
