@@ -87,6 +87,10 @@ class OnnxRunner(Runner):
             self.cache_hit = entry.hit
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Worker threads spin while a run is in progress but not after it: otherwise they keep
+        # every core busy for a while after each frame, slowing the decode, the publish and
+        # the DDS threads (of this process and of the camera's) that follow.
+        options.add_session_config_entry('session.force_spinning_stop', '1')
         providers = [provider] if provider == 'CPUExecutionProvider' else \
             [provider, 'CPUExecutionProvider']
         provider_options = None
