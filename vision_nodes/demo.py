@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         info = label_q.get(timeout=10.0)
         labels = {c.class_id: c.class_name for c in info.class_map} if info else {}
+        done = 0
         for index, path in enumerate(images):
             bgr = cv2.imread(str(path))
             if bgr is None:
@@ -174,10 +175,11 @@ def main(argv: list[str] | None = None) -> int:
             png = args.out / f'{path.stem}_detections.png'
             cv2.imwrite(str(png), draw(bgr, result, labels))
             print(f'  annotated image: {png}')
+            done += 1
         client.change_state('deactivate')
         client.change_state('cleanup')
         client.change_state('shutdown')
-        return 0
+        return 0 if done else 1
     finally:
         client.close()
         node.stop()
