@@ -91,8 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     nodes, clients, pubs, queues = {}, {}, {}, {}
     for backend in args.backends:
         name = f'bench_{backend}'
-        nodes[backend] = NodeProcess({'backend': backend, 'model': args.model,
-                                      'qos_reliability': 'reliable'},
+        nodes[backend] = NodeProcess({'backend': backend, 'model': args.model},
                                      node_name=name, namespace=f'/{name}')
         clients[backend] = VisionNodeClient(f'/{name}/{name}', f'{name}_client')
     for backend in args.backends:

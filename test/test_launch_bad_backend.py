@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import time
 import unittest
 from pathlib import Path
 
@@ -39,10 +38,8 @@ except ImportError:
                 'launch_testing to run these tests', allow_module_level=True)
 
 import rclpy  # noqa: E402
-from lifecycle_msgs.msg import State, Transition  # noqa: E402
-from lifecycle_msgs.srv import ChangeState, GetState  # noqa: E402
-from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue  # noqa: E402
-from rcl_interfaces.srv import SetParameters  # noqa: E402
+
+from vision_nodes.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
 NODE = '/vision_node'
@@ -107,33 +104,16 @@ class TestUnsupportedBackend(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        rclpy.init()
-        cls.node = rclpy.create_node('test_launch_bad_backend_client')
-        cls.clients = {}
+        cls.client = VisionNodeClient(NODE, 'test_launch_bad_backend_client')
 
     @classmethod
     def tearDownClass(cls):
-        cls.node.destroy_node()
-        rclpy.shutdown()
-
-    def call(self, srv_type, name: str, request, timeout: float = 30.0):
-        client = self.clients.get(name)
-        if client is None:
-            client = self.clients[name] = self.node.create_client(srv_type, name)
-        self.assertTrue(client.wait_for_service(timeout_sec=timeout), f'no service {name}')
-        future = client.call_async(request)
-        rclpy.spin_until_future_complete(self.node, future, timeout_sec=timeout)
-        self.assertTrue(future.done(), f'{name} did not answer within {timeout} s')
-        return future.result()
-
-    def state(self) -> int:
-        return self.call(GetState, f'{NODE}/get_state', GetState.Request()).current_state.id
+        cls.client.close()
+        rclpy.try_shutdown()
 
     def wait_for(self, predicate, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            self.assertLess(time.monotonic(), deadline, f'{what} not within {timeout} s')
-            time.sleep(0.2)
+        self.assertTrue(wait_for(predicate, timeout, interval=0.2),
+                        f'{what} not within {timeout} s')
 
     def test_a_failed_configure_is_reported_and_node_stays_up(self, proc_output):
         proc_output.assertWaitFor(UNSUPPORTED, timeout=60)
@@ -148,24 +128,18 @@ class TestUnsupportedBackend(unittest.TestCase):
         self.assertIn('node\'s log', report)
         self.assertIn('check the parameters', report)
         # The launch went on (it logged the failure) and the node is up and unconfigured.
-        self.assertEqual(self.state(), State.PRIMARY_STATE_UNCONFIGURED)
+        self.assertEqual(self.client.get_state(), 'unconfigured')
 
     def test_b_fixed_backend_configures_and_autostart_activates(self):
         if not _weights_found():
             self.skipTest('yolov8n.pt not found: set VISION_NODES_MODEL_DIR')
         self.wait_for(lambda: any('FAILED TO CONFIGURE' in m for m in LAUNCH_LOG.messages),
                       60, 'the failed configure')
-        value = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value='onnx')
-        request = SetParameters.Request(parameters=[Parameter(name='backend', value=value)])
-        result = self.call(SetParameters, f'{NODE}/set_parameters', request).results[0]
+        result = self.client.set_parameters(backend='onnx')[0]
         self.assertTrue(result.successful, result.reason)
-
-        change = ChangeState.Request()
-        change.transition.id = Transition.TRANSITION_CONFIGURE
-        self.assertTrue(self.call(ChangeState, f'{NODE}/change_state', change,
-                                  timeout=240).success)
+        self.assertTrue(self.client.change_state('configure', timeout=240))
         # autostart activates after the first configure that succeeds.
-        self.wait_for(lambda: self.state() == State.PRIMARY_STATE_ACTIVE, 30, 'active')
+        self.wait_for(lambda: self.client.get_state() == 'active', 30, 'active')
 
 
 @launch_testing.post_shutdown_test()

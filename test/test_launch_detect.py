@@ -55,14 +55,12 @@ except ImportError:
                 'launch_testing to run these tests', allow_module_level=True)
 
 import rclpy  # noqa: E402
-from lifecycle_msgs.msg import State, Transition  # noqa: E402
-from lifecycle_msgs.srv import ChangeState, GetState  # noqa: E402
-from rcl_interfaces.msg import Parameter, ParameterType, ParameterValue  # noqa: E402
-from rcl_interfaces.srv import GetParameters, SetParameters  # noqa: E402
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile,  # noqa: E402
                        ReliabilityPolicy)
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
+
+from vision_nodes.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
 NODE = '/vision_node'
@@ -134,48 +132,36 @@ def class_ids(msg: Detection2DArray) -> list[str]:
     return [det.results[0].hypothesis.class_id for det in msg.detections]
 
 
+def seq_of(msg: Detection2DArray) -> int:
+    """Sequence number of the image a result answers (carried in frame_id)."""
+    return int(msg.header.frame_id.removeprefix('seq'))
+
+
 class TestDetectLaunch(unittest.TestCase):
     """The tests run in name order against one launched node (a, b, c, d)."""
 
     @classmethod
     def setUpClass(cls):
-        rclpy.init()
-        cls.node = rclpy.create_node('test_launch_detect_client')
+        cls.client = VisionNodeClient(NODE, 'test_launch_detect_client')
         cls.image = bus_image()
-        cls.image_pub = cls.node.create_publisher(Image, 'image', 10)
-        cls.results: list[tuple[int, Detection2DArray]] = []
-        cls.labels: list[LabelInfo] = []
-        cls.node.create_subscription(Detection2DArray, 'detections', cls._on_detections, 10)
-        cls.node.create_subscription(LabelInfo, 'label_info', cls.labels.append, LATCHED)
+        cls.image_pub = cls.client.publisher(Image, 'image', 10)
+        cls.detections = cls.client.subscribe(Detection2DArray, 'detections', 10)
+        cls.labels = cls.client.subscribe(LabelInfo, 'label_info', LATCHED)
         cls.seq = 0
-        cls.clients = {}
 
     @classmethod
     def tearDownClass(cls):
-        cls.node.destroy_node()
-        rclpy.shutdown()
-
-    @classmethod
-    def _on_detections(cls, msg: Detection2DArray) -> None:
-        # frame_id carries the sequence number of the image the result belongs to.
-        cls.results.append((int(msg.header.frame_id.removeprefix('seq')), msg))
+        cls.client.close()
+        rclpy.try_shutdown()
 
     # ------------------------------------------------------------------ helpers
-    def spin_for(self, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            rclpy.spin_once(self.node, timeout_sec=0.05)
-
     def publish(self) -> int:
         """Publish bus.jpg with the next sequence number; return it."""
         type(self).seq += 1
         self.image.header.frame_id = f'seq{self.seq}'
-        self.image.header.stamp = self.node.get_clock().now().to_msg()
+        self.image.header.stamp = self.client.node.get_clock().now().to_msg()
         self.image_pub.publish(self.image)
         return self.seq
-
-    def results_after(self, seq: int) -> list[Detection2DArray]:
-        return [msg for s, msg in self.results if s > seq]
 
     def next_result(self, timeout: float = 60.0) -> Detection2DArray:
         """Publish images (5 Hz) until a result for an image published from now arrives.
@@ -187,69 +173,40 @@ class TestDetectLaunch(unittest.TestCase):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self.publish()
-            self.spin_for(0.2)
-            fresh = self.results_after(mark)
-            if fresh:
-                return fresh[0]
+            msg = self.detections.get(0.2, lambda m: seq_of(m) > mark)
+            if msg is not None:
+                return msg
         self.fail(f'no detections within {timeout} s')
 
-    def call(self, srv_type, name: str, request, timeout: float = 30.0):
-        client = self.clients.get(name)
-        if client is None:
-            client = self.clients[name] = self.node.create_client(srv_type, name)
-        self.assertTrue(client.wait_for_service(timeout_sec=timeout), f'no service {name}')
-        future = client.call_async(request)
-        rclpy.spin_until_future_complete(self.node, future, timeout_sec=timeout)
-        self.assertTrue(future.done(), f'{name} did not answer within {timeout} s')
-        return future.result()
+    def wait_until_active(self, timeout: float = ACTIVE_TIMEOUT) -> None:
+        def active() -> bool:
+            try:  # the node answers no service while it exports on its first configure
+                return self.client.get_state(timeout=5.0) == 'active'
+            except TimeoutError:
+                return False
 
-    def state(self) -> int:
-        return self.call(GetState, f'{NODE}/get_state', GetState.Request()).current_state.id
-
-    def wait_for_state(self, state_id: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while (current := self.state()) != state_id:
-            self.assertLess(time.monotonic(), deadline,
-                            f'node state {current}, expected {state_id} within {timeout} s')
-            self.spin_for(0.5)
-
-    def change_state(self, transition_id: int) -> bool:
-        request = ChangeState.Request()
-        request.transition.id = transition_id
-        return self.call(ChangeState, f'{NODE}/change_state', request).success
-
-    def set_parameter(self, name: str, value):
-        if isinstance(value, float):
-            pvalue = ParameterValue(type=ParameterType.PARAMETER_DOUBLE, double_value=value)
-        else:
-            pvalue = ParameterValue(type=ParameterType.PARAMETER_STRING, string_value=value)
-        request = SetParameters.Request(parameters=[Parameter(name=name, value=pvalue)])
-        return self.call(SetParameters, f'{NODE}/set_parameters', request).results[0]
-
-    def get_parameter(self, name: str) -> ParameterValue:
-        request = GetParameters.Request(names=[name])
-        return self.call(GetParameters, f'{NODE}/get_parameters', request).values[0]
+        self.assertTrue(wait_for(active, timeout, interval=0.5),
+                        f'node not active within {timeout} s')
 
     # ------------------------------------------------------------------ tests
     def test_a_autostart_detects_bus_and_people(self):
-        self.wait_for_state(State.PRIMARY_STATE_ACTIVE, ACTIVE_TIMEOUT)
+        self.wait_until_active()
         ids = class_ids(self.next_result())
         self.assertGreaterEqual(ids.count(BUS), 1, ids)
         self.assertGreaterEqual(ids.count(PERSON), 3, ids)
 
-        deadline = time.monotonic() + 10.0
-        while not self.labels and time.monotonic() < deadline:
-            self.spin_for(0.1)
-        self.assertTrue(self.labels, 'no label_info')
-        names = {c.class_id: c.class_name for c in self.labels[-1].class_map}
+        info = self.labels.get(timeout=10.0)
+        self.assertIsNotNone(info, 'no label_info')
+        names = {c.class_id: c.class_name for c in info.class_map}
         self.assertEqual(names[0], 'person')
         self.assertEqual(names[5], 'bus')
 
     def test_b_confidence_threshold_applies_live(self):
-        self.wait_for_state(State.PRIMARY_STATE_ACTIVE, ACTIVE_TIMEOUT)
-        self.assertEqual(self.get_parameter('confidence_threshold').double_value, 0.25)
+        self.wait_until_active()
+        self.assertEqual(self.client.get_parameters('confidence_threshold'),
+                         {'confidence_threshold': 0.25})
         before = self.next_result()
-        result = self.set_parameter('confidence_threshold', 0.5)
+        result = self.client.set_parameters(confidence_threshold=0.5)[0]
         try:
             self.assertTrue(result.successful, result.reason)
             after = self.next_result()
@@ -258,31 +215,32 @@ class TestDetectLaunch(unittest.TestCase):
             self.assertTrue(scores, 'no detections at 0.5')
             self.assertTrue(all(s > 0.5 for s in scores), scores)
         finally:
-            self.assertTrue(self.set_parameter('confidence_threshold', 0.25).successful)
+            self.assertTrue(
+                self.client.set_parameters(confidence_threshold=0.25)[0].successful)
 
     def test_c_reload_parameter_refused_while_active(self):
-        self.wait_for_state(State.PRIMARY_STATE_ACTIVE, ACTIVE_TIMEOUT)
-        result = self.set_parameter('backend', 'cpu')
+        self.wait_until_active()
+        result = self.client.set_parameters(backend='cpu')[0]
         self.assertFalse(result.successful)
         self.assertIn('deactivate', result.reason)
         self.assertIn('clean up', result.reason)
-        self.assertEqual(self.get_parameter('backend').string_value, 'onnx')
+        self.assertEqual(self.client.get_parameters('backend'), {'backend': 'onnx'})
 
     def test_d_deactivate_stops_and_activate_resumes(self):
-        self.wait_for_state(State.PRIMARY_STATE_ACTIVE, ACTIVE_TIMEOUT)
+        self.wait_until_active()
         self.next_result()
-        self.assertTrue(self.change_state(Transition.TRANSITION_DEACTIVATE))
-        self.assertEqual(self.state(), State.PRIMARY_STATE_INACTIVE)
+        self.assertTrue(self.client.change_state('deactivate'))
+        self.assertEqual(self.client.get_state(), 'inactive')
         mark = self.seq
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
             self.publish()
-            self.spin_for(0.1)
-        self.spin_for(0.5)
-        self.assertEqual(self.results_after(mark), [], 'detections while inactive')
+            time.sleep(0.1)
+        self.assertIsNone(self.detections.get(0.5, lambda m: seq_of(m) > mark),
+                          'detections while inactive')
 
-        self.assertTrue(self.change_state(Transition.TRANSITION_ACTIVATE))
-        self.assertEqual(self.state(), State.PRIMARY_STATE_ACTIVE)
+        self.assertTrue(self.client.change_state('activate'))
+        self.assertEqual(self.client.get_state(), 'active')
         ids = class_ids(self.next_result())
         self.assertIn(BUS, ids)
 

@@ -68,7 +68,7 @@ def bus_msg(bus_bgr) -> Image:
 @pytest.fixture(scope='module')
 def harness(model_dir, engine_cache_dir):
     h = Harness({'backend': 'onnx', 'model_dir': str(model_dir),
-                 'engine_cache_dir': str(engine_cache_dir), 'qos_reliability': 'reliable'},
+                 'engine_cache_dir': str(engine_cache_dir)},
                 'vision_node_it')
     yield h
     h.close()
@@ -151,13 +151,23 @@ def test_parameter_validation(harness):
     assert not refused.successful
     assert 'deactivate' in refused.reason and 'clean up' in refused.reason
     assert not c.set_parameters(model_dir='/elsewhere')[0].successful
-    assert not c.set_parameters(qos_reliability='reliable')[0].successful
+    assert not c.set_parameters(qos_reliability='best_effort')[0].successful
     assert c.get_parameters('backend', 'confidence_threshold') == {
         'backend': 'onnx', 'confidence_threshold': 0.25}
     desc = c.describe_parameters('confidence_threshold', 'backend')
     assert desc['confidence_threshold'].floating_point_range[0].to_value == 1.0
     assert 'next frame' in desc['confidence_threshold'].description
     assert 'tensorrt' in desc['backend'].additional_constraints
+
+
+def test_best_effort_camera_is_reported_as_incompatible(harness):
+    """The default reliable subscription cannot hear a best-effort camera: say so clearly."""
+    from rclpy.qos import qos_profile_sensor_data
+
+    harness.client.publisher(Image, '/image', qos_profile_sensor_data)
+    assert harness.node.wait_for_output('offers a QoS incompatible with this subscription',
+                                        10.0)
+    assert 'set qos_reliability to best_effort' in harness.node.output()
 
 
 def test_bad_images_are_skipped_and_node_keeps_running(harness, bus_msg):

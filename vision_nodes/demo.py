@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     params = {'model': model, 'backend': args.backend, 'model_dir': args.model_dir,
               'confidence_threshold': args.confidence if args.confidence is not None
               else thresholds.confidence, 'iou_threshold': thresholds.iou,
-              'max_detections': thresholds.max_detections, 'qos_reliability': 'reliable'}
+              'max_detections': thresholds.max_detections}
     node = NodeProcess(params, log_path=args.out / 'vision_node.log')
     client = VisionNodeClient('/vision_node', 'vision_nodes_demo')
     try:

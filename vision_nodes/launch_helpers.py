@@ -151,8 +151,7 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...]) -> list:
     node = LifecycleNode(
         package=PACKAGE, executable=EXECUTABLE, name=name, namespace=namespace,
         parameters=parameters, remappings=remappings, output='screen',
-        ros_arguments=['--log-level', arg('log_level')],
-        on_exit=[Shutdown(reason=f'{full_name} exited')])
+        ros_arguments=['--log-level', arg('log_level')])
 
     def change_state(transition_id: int) -> EmitEvent:
         return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
@@ -176,7 +175,7 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...]) -> list:
         target_lifecycle_node=node, goal_state='finalized',
         entities=[LogInfo(msg=(
             f'{full_name} is finalized (shut down); its process exits and the launch ends '
-            'with it.'))])))
+            'with it.')), Shutdown(reason=f'{full_name} was shut down')])))
     if arg('autostart').lower() == 'true':
         # Configure once the process is up (launch_ros waits for the change_state service),
         # then activate on the first successful configure: driven by lifecycle events, no

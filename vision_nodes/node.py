@@ -24,6 +24,10 @@ from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy)
+try:  # Iron and later
+    from rclpy.event_handler import SubscriptionEventCallbacks
+except ImportError:  # Humble
+    from rclpy.qos_event import SubscriptionEventCallbacks
 from rcl_interfaces.msg import SetParametersResult
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
@@ -154,8 +158,9 @@ class VisionNode(LifecycleNode):
                        'best_effort': ReliabilityPolicy.BEST_EFFORT}[self._p('qos_reliability')]
         qos = QoSProfile(depth=int(self._p('qos_depth')), history=HistoryPolicy.KEEP_LAST,
                          reliability=reliability, durability=DurabilityPolicy.VOLATILE)
+        events = SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible_qos)
         self._image_sub = self.create_subscription(
-            Image, 'image', self._on_image, qos)
+            Image, 'image', self._on_image, qos, event_callbacks=events)
         self._publish_label_info()
         self._active = True
         self.get_logger().info(
@@ -184,6 +189,15 @@ class VisionNode(LifecycleNode):
         self.get_logger().error('error during a transition; releasing everything')
         self.release()
         return TransitionCallbackReturn.SUCCESS
+
+    def _on_incompatible_qos(self, info) -> None:
+        """A publisher on ``image`` cannot reach us: say which policy and what to change."""
+        policy = getattr(info.last_policy_kind, 'name', str(info.last_policy_kind))
+        hint = (' (a best-effort camera: set qos_reliability to best_effort)'
+                if 'RELIABILITY' in policy.upper() else '')
+        self.get_logger().error(
+            f"a publisher on '{self._image_sub.topic_name}' offers a QoS incompatible with "
+            f'this subscription (policy {policy}){hint}; its images are not received')
 
     def _publish_label_info(self) -> None:
         header = Header(stamp=self.get_clock().now().to_msg())

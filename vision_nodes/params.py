@@ -86,9 +86,11 @@ PARAMS: tuple[ParamSpec, ...] = (
               'class.', float_range=(0.0, 1.0), applies='live'),
     ParamSpec('max_detections', 300, 'Most detections published per image.',
               int_range=(1, 10000), applies='live'),
-    ParamSpec('qos_reliability', 'best_effort',
-              'Reliability of the image subscription. best_effort accepts both kinds of '
-              'publisher; reliable needs a reliable publisher.',
+    ParamSpec('qos_reliability', 'reliable',
+              'Reliability of the image subscription. reliable matches reliable publishers '
+              "(rclcpp's default) and never loses a large image to a dropped fragment; "
+              'best_effort also accepts best-effort cameras, but with stock Fast DDS settings '
+              'it loses most multi-megabyte frames (use config/fastdds_large_images.xml).',
               choices=QOS_RELIABILITY, applies='activate'),
     ParamSpec('qos_depth', 1,
               'Queue depth of the image subscription (1 = always process the newest frame).',
