@@ -56,13 +56,14 @@ class VisionNode(LifecycleNode):
         for spec in PARAMS:
             self.declare_parameter(spec.name, spec.default, spec.descriptor())
         self._active = False
+        # Guards the pipeline and publishers between a frame in flight and a transition; only
+        # contended when the node is spun by a multi-threaded executor (main() uses one thread).
         self._lock = threading.Lock()
         self._pipeline: Pipeline | None = None
         self._det_pub = None
         self._label_pub = None
         self._image_sub = None
         self._det_params = self._read_detection_params()
-        self.frames = 0
         #: Set by the shutdown transition; ``main`` then ends the process.
         self.finalized = False
         self._last_logged: dict[str, float] = {}
@@ -191,7 +192,7 @@ class VisionNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def _on_incompatible_qos(self, info) -> None:
-        """A publisher on ``image`` cannot reach us: say which policy and what to change."""
+        """Report a publisher on ``image`` that cannot reach us: which policy, what to change."""
         policy = getattr(info.last_policy_kind, 'name', str(info.last_policy_kind))
         hint = (' (a best-effort camera: set qos_reliability to best_effort)'
                 if 'RELIABILITY' in policy.upper() else '')
@@ -251,7 +252,6 @@ class VisionNode(LifecycleNode):
                 return
             out = detections_to_msg(dets, msg.header)
             self._det_pub.publish(out)
-            self.frames += 1
 
 
 def main(args: list[str] | None = None) -> None:

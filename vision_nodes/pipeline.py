@@ -16,7 +16,7 @@ from .backends import create_runner
 from .cache import EngineCache, default_cache_dir
 from .manifest import ModelManifest
 from .runners.base import Runner, RunnerConfig
-from .tasks import create_task
+from .tasks import Task, create_task
 from .tasks.detect import DetectionParams, Detections
 
 
@@ -26,7 +26,7 @@ class Pipeline:
 
     manifest: ModelManifest
     runner: Runner
-    task: object
+    task: Task
     labels: list[str]
 
     def process(self, image: np.ndarray, encoding: str,
