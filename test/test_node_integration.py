@@ -280,8 +280,8 @@ def test_configure_cleanup_cycles_free_model_memory(model_dir, engine_cache_dir)
             configured.append(_rss_mb(pid))
             assert c.change_state('cleanup')
             cleaned.append(_rss_mb(pid))
-        # The session and its buffers (~25 MB for YOLOv8n) go away at cleanup...
-        assert min(configured) - max(cleaned) > 10.0, (configured, cleaned)
+        # The session and its buffers (~55 MB for YOLOv8n) go back to the OS at cleanup...
+        assert min(configured) - max(cleaned) > 30.0, (configured, cleaned)
         # ...and nothing accumulates from one cycle to the next.
         assert cleaned[-1] - cleaned[0] < 15.0, cleaned
     finally:

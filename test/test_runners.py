@@ -184,3 +184,47 @@ def test_onnx_weights_run_without_export(config, manifest, tmp_path):
     assert not runner.loaded
     with pytest.raises(RunnerError, match='not loaded'):
         runner.infer(np.zeros((1, 3, 640, 640), np.float32))
+
+
+RUNTIME_ONLY = r'''
+import importlib.abc, sys
+
+class Block(importlib.abc.MetaPathFinder):
+    """Make torch and ultralytics unimportable, as on a runtime-only deployment."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in ('torch', 'torchvision', 'ultralytics', 'onnx', 'onnxslim'):
+            raise ImportError(f'{name} is blocked in this test')
+        return None
+
+sys.meta_path.insert(0, Block())
+import cv2
+from vision_nodes.manifest import parse_manifest
+from vision_nodes.pipeline import build_pipeline
+from vision_nodes.tasks.detect import DetectionParams
+
+onnx_file, image, cache = sys.argv[1:4]
+manifest = parse_manifest({'name': 'yolov8n_onnx', 'task': 'detect', 'weights': onnx_file,
+                           'input_size': [640, 640], 'backends': ['onnx']})
+pipeline = build_pipeline(manifest, 'onnx', cache_dir=cache)
+dets = pipeline.process(cv2.imread(image), 'bgr8', DetectionParams())
+names = sorted(pipeline.labels[c] for c in dets.class_ids)
+assert not any(m.split('.')[0] in ('torch', 'ultralytics') for m in sys.modules)
+print('RESULT', names.count('bus'), names.count('person'))
+'''
+
+
+def test_onnx_deployment_needs_neither_torch_nor_ultralytics(config, assets, tmp_path):
+    """An .onnx manifest runs end to end in a process where torch/ultralytics cannot import."""
+    import subprocess
+    import sys
+
+    exported = create_runner(config)
+    onnx_file = exported.model_path
+    exported.unload()
+    result = subprocess.run(
+        [sys.executable, '-c', RUNTIME_ONLY, str(onnx_file), str(assets / 'bus.jpg'),
+         str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    buses, people = map(int, result.stdout.split('RESULT')[1].split())
+    assert buses == 1 and people >= 3

@@ -60,15 +60,19 @@ class NodeProcess:
             cmd += ['-r', f'__ns:={namespace}']
         for src, dst in (remaps or {}).items():
             cmd += ['-r', f'{src}:={dst}']
+        self._own_log = log_path is None  # a temporary log is deleted by stop()
         self.log_path = Path(log_path) if log_path else Path(tempfile.mkstemp(
             prefix='vision_node_', suffix='.log')[1])
         self._log = open(self.log_path, 'w')
+        self._final_output: str | None = None
         self.process = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT,
             env={**os.environ, 'PYTHONUNBUFFERED': '1', **(env or {})})
 
     def output(self) -> str:
         """Return everything the node has printed so far."""
+        if self._final_output is not None:
+            return self._final_output
         if not self._log.closed:
             self._log.flush()
         return self.log_path.read_text(errors='replace')
@@ -101,6 +105,9 @@ class NodeProcess:
                 self.process.wait()
         self._log.close()
         Path(self._params_file.name).unlink(missing_ok=True)
+        if self._own_log:
+            self._final_output = self.log_path.read_text(errors='replace')
+            self.log_path.unlink(missing_ok=True)
         return self.process.returncode
 
 

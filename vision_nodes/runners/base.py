@@ -7,7 +7,9 @@ frame and ``unload()``-ed at cleanup, releasing its memory.
 
 from __future__ import annotations
 
+import ctypes
 import gc
+import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,10 +80,11 @@ class Runner(ABC):
         """Run the network on a contiguous NCHW float32 tensor; return its raw outputs."""
 
     def unload(self) -> None:
-        """Release the model and its memory."""
+        """Release the model and its memory (handed back to the OS, not kept in the heap)."""
         self._unload()
         self._loaded = False
         gc.collect()
+        release_freed_memory()
 
     def _unload(self) -> None:
         """Backend-specific release (drop references to sessions, modules, buffers)."""
@@ -89,3 +92,13 @@ class Runner(ABC):
     def describe(self) -> dict[str, Any]:
         """Device and runtime facts, for logs and diagnostics."""
         return {'backend': self.config.backend, 'precision': self.config.precision}
+
+
+def release_freed_memory() -> None:
+    """Return freed heap pages to the OS (glibc keeps them otherwise); no-op elsewhere."""
+    if not sys.platform.startswith('linux'):
+        return
+    try:
+        ctypes.CDLL('libc.so.6').malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc (e.g. musl): nothing to trim
+        pass
