@@ -234,8 +234,11 @@ def test_lifecycle_cycles_do_not_leak_entities(harness, bus_msg):
                          [(signal.SIGTERM, True), (signal.SIGINT, False)])
 def test_signals_exit_cleanly(model_dir, engine_cache_dir, sig, shutdown_first):
     """The shutdown transition ends the process; SIGINT while active too: exit 0, no traceback."""
+    # A name per case: a client could otherwise find the previous case's exited node in the
+    # DDS graph (its services linger until discovery drops them) and wait on it.
     h = Harness({'backend': 'onnx', 'model_dir': str(model_dir),
-                 'engine_cache_dir': str(engine_cache_dir)}, 'vision_node_term')
+                 'engine_cache_dir': str(engine_cache_dir)},
+                f'vision_node_sig{int(sig)}')
     try:
         c = h.client
         assert c.change_state('configure') and c.change_state('activate')
