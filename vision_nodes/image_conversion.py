@@ -46,6 +46,16 @@ ENCODINGS: dict[str, EncodingInfo] = {
 #: Encodings a colour model can consume (converted to RGB by the task).
 COLOR_ENCODINGS = ('rgb8', 'bgr8', 'rgba8', 'bgra8', 'mono8', '8UC1', '8UC3')
 
+_RGB_CHANNELS = {'rgb': (0, 1, 2), 'rgba': (0, 1, 2), 'bgr': (2, 1, 0), 'bgra': (2, 1, 0),
+                 'mono': (0, 0, 0)}
+
+
+def rgb_channels(encoding: str) -> tuple[int, int, int] | None:
+    """Return the source channel indices of R, G and B for a colour encoding, else None."""
+    if encoding not in COLOR_ENCODINGS:
+        return None
+    return _RGB_CHANNELS[ENCODINGS[encoding].color_order]
+
 
 def _as_bytes_view(data) -> np.ndarray:
     """Return a flat uint8 view of a message's ``data`` field without copying."""
@@ -129,19 +139,12 @@ def to_rgb(image: np.ndarray, encoding: str) -> np.ndarray:
 
     ``rgb8`` comes back as the same view; other encodings are converted (one copy).
     """
-    info = ENCODINGS.get(encoding)
-    if info is None or encoding not in COLOR_ENCODINGS:
+    channels = rgb_channels(encoding)
+    if channels is None:
         raise ImageConversionError(
             f"encoding '{encoding}' is not a colour encoding this model accepts "
             f"(accepted: {', '.join(COLOR_ENCODINGS)})")
-    order = info.color_order
-    if order == 'rgb':
-        return image
-    if order == 'bgr':
-        return image[:, :, ::-1]
-    if order == 'rgba':
-        return image[:, :, :3]
-    if order == 'bgra':
-        return image[:, :, 2::-1]
-    # mono
-    return np.repeat(image[:, :, None], 3, axis=2)
+    if image.ndim == 2:
+        return np.repeat(image[:, :, None], 3, axis=2)
+    # Slices, not fancy indexing: rgb/bgr/rgba/bgra come back as views.
+    return image[:, :, :3] if channels[0] == 0 else image[:, :, 2::-1]

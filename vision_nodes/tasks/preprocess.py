@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..image_conversion import ENCODINGS, ImageConversionError
+from ..image_conversion import ImageConversionError, rgb_channels
 from ..manifest import Preprocessing
 
 
@@ -65,15 +65,11 @@ def letterbox(image: np.ndarray, size: tuple[int, int], pad_value: int = 114,
 
 def channel_map(encoding: str, color_order: str) -> tuple[int, int, int]:
     """Return the indices of the source channels that feed the model's three input channels."""
-    info = ENCODINGS.get(encoding)
-    if info is None or info.color_order == 'depth':
+    rgb = rgb_channels(encoding)
+    if rgb is None:
         raise ImageConversionError(
             f"encoding '{encoding}' cannot feed a colour model "
             "(use rgb8, bgr8, rgba8, bgra8 or mono8)")
-    src = info.color_order
-    if src == 'mono':
-        return (0, 0, 0)
-    rgb = (0, 1, 2) if src in ('rgb', 'rgba') else (2, 1, 0)
     return rgb if color_order == 'rgb' else rgb[::-1]
 
 
