@@ -7,6 +7,7 @@ the runtimes it uses. Adding a backend means adding one runner file and one line
 from __future__ import annotations
 
 import importlib
+from dataclasses import replace
 from typing import Callable
 
 from .manifest import KNOWN_BACKENDS, ModelManifest
@@ -86,7 +87,7 @@ def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: N
         if reason:
             failures.append(f'{backend}: {reason}')
             continue
-        runner = cls(RunnerConfig(**{**config.__dict__, 'backend': backend}))
+        runner = cls(replace(config, backend=backend))
         try:
             runner.load()
         except Exception as exc:  # noqa: BLE001 - fall back to the next backend
