@@ -95,6 +95,10 @@ class EngineCache:
         """Where the entry for (model, kind, key) lives."""
         return self.root / f'{_safe(model)}-{_safe(kind)}-{key}'
 
+    def _locate(self, model: str, kind: str, fields: dict[str, Any]) -> tuple[str, Path]:
+        key = cache_key({'kind': kind, **fields})
+        return key, self.entry_dir(model, kind, key)
+
     @contextlib.contextmanager
     def _lock(self, entry: Path, timeout_s: float) -> Iterator[None]:
         lock_path = entry.with_name(entry.name + '.lock')
@@ -136,8 +140,7 @@ class EngineCache:
     def lookup(self, model: str, kind: str, fields: dict[str, Any],
                files: tuple[str, ...] = ()) -> CacheEntry | None:
         """Return a valid existing entry, or None (a corrupt one counts as absent)."""
-        key = cache_key({'kind': kind, **fields})
-        entry = self.entry_dir(model, kind, key)
+        key, entry = self._locate(model, kind, fields)
         if entry.is_dir() and self.validate(entry, files):
             return CacheEntry(entry, key, hit=True)
         return None
@@ -154,8 +157,7 @@ class EngineCache:
         if found:
             return found
         self._ensure_root()
-        key = cache_key({'kind': kind, **fields})
-        entry = self.entry_dir(model, kind, key)
+        key, entry = self._locate(model, kind, fields)
         with self._lock(entry, lock_timeout_s):
             if entry.is_dir():
                 if self.validate(entry, files):
