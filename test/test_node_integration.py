@@ -18,7 +18,8 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
-from vision_nodes.client import NodeProcess, VisionNodeClient, wait_for  # noqa: E402
+from vision_nodes.client import (NodeProcess, VisionNodeClient,  # noqa: E402
+                                 publish_until_answered, wait_for)
 from vision_nodes.image_conversion import numpy_to_image  # noqa: E402
 
 PERSON, BUS = '0', '5'
@@ -46,14 +47,7 @@ class Harness:
         """Publish until a result for this frame arrives (discovery may drop the first)."""
         self._seq += 1
         image.header.frame_id = f'frame_{self._seq}'
-        deadline_tries = int(timeout / 1.0)
-        for _ in range(max(1, deadline_tries)):
-            self.images.publish(image)
-            got = self.detections.get(
-                timeout=1.0, predicate=lambda m: m.header.frame_id == image.header.frame_id)
-            if got is not None:
-                return got
-        return None
+        return publish_until_answered(self.images, image, self.detections, timeout)
 
     def close(self) -> int:
         self.client.close()

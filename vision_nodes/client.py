@@ -241,6 +241,22 @@ class VisionNodeClient:
         self.node.destroy_node()
 
 
+def publish_until_answered(publisher, msg, answers: MessageQueue, timeout: float = 20.0,
+                           resend_every: float = 1.0):
+    """Publish ``msg`` until an answer with its ``header.frame_id`` arrives; None on timeout.
+
+    The first messages on a new connection can be lost before discovery completes, so the
+    message is sent again every ``resend_every`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        publisher.publish(msg)
+        wait = min(resend_every, max(deadline - time.monotonic(), 0.0))
+        got = answers.get(wait, lambda m: m.header.frame_id == msg.header.frame_id)
+        if got is not None or time.monotonic() >= deadline:
+            return got
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
     """Poll ``predicate`` until it is true or ``timeout`` passes."""
     deadline = time.monotonic() + timeout

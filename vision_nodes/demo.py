@@ -24,7 +24,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from .client import NodeProcess, VisionNodeClient
+from .client import NodeProcess, VisionNodeClient, publish_until_answered
 from .image_conversion import numpy_to_image
 from .manifest import resolve_manifest
 
@@ -160,13 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             msg = numpy_to_image(bgr, 'bgr8')
             msg.header.frame_id = f'demo_{index}'
             msg.header.stamp = client.node.get_clock().now().to_msg()
-            result = None
-            for _ in range(20):  # the first frames can precede discovery: resend until served
-                pub.publish(msg)
-                result = det_q.get(timeout=1.5,
-                                   predicate=lambda m: m.header.frame_id == msg.header.frame_id)
-                if result is not None:
-                    break
+            result = publish_until_answered(pub, msg, det_q, timeout=30.0, resend_every=1.5)
             if result is None:
                 print(f'{path.name}: no detections message came back')
                 return 1
