@@ -17,13 +17,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .manifest import KNOWN_BACKENDS
+from .backends import BACKEND_CHOICES
 
 PACKAGE = 'vision_nodes'
 EXECUTABLE = 'vision_node'
-
-#: Values of the ``backend`` launch argument (the same as the ``backend`` parameter).
-BACKEND_CHOICES = ['auto', *KNOWN_BACKENDS]
 LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'fatal']
 
 
@@ -66,7 +63,7 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
         params_help += ' Empty: none (the node\'s defaults).'
     args = [
         DeclareLaunchArgument(
-            'backend', default_value='onnx', choices=BACKEND_CHOICES,
+            'backend', default_value='onnx', choices=list(BACKEND_CHOICES),
             description='Inference backend: cpu/cuda/rocm run PyTorch, onnx runs ONNX Runtime, '
                         'auto picks the best one that loads. The model manifest lists the '
                         'backends it supports.'),
