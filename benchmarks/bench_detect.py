@@ -61,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault('YOLO_OFFLINE', '1')
     os.environ.setdefault('YOLO_CONFIG_DIR', tempfile.mkdtemp(prefix='bench_yolo_'))
 
+    from vision_nodes.allocator import keep_freed_buffers
+    # The same allocator settings as vision_node's, so the in-process configurations (bare
+    # runner, pipeline, Ultralytics predict) get the same benefit as the node.
+    keep_freed_buffers()
+
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
     from vision_msgs.msg import Detection2DArray

@@ -20,12 +20,14 @@ from sensor_msgs.msg import Image
 from ultralytics import YOLO
 from vision_msgs.msg import Detection2D, Detection2DArray, ObjectHypothesisWithPose
 
+from vision_nodes.allocator import keep_freed_buffers
 from vision_nodes.image_conversion import image_to_numpy
 
 
 def main() -> None:
     """Serve ``image`` → ``detections`` with Ultralytics until interrupted."""
     args = rclpy.utilities.remove_ros_args(sys.argv)
+    keep_freed_buffers()  # as vision_node does, so the comparison is about the rest
     rclpy.init()
     node = rclpy.create_node('ultralytics_reference')
     model = YOLO(args[1], task='detect')

@@ -33,6 +33,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
+from .allocator import keep_freed_buffers
 from .cache import CacheError
 from .image_conversion import ImageConversionError, image_to_numpy
 from .manifest import ManifestError, resolve_manifest
@@ -256,6 +257,8 @@ class VisionNode(LifecycleNode):
 
 def main(args: list[str] | None = None) -> None:
     """Entry point of ``vision_node``: spin until SIGINT/SIGTERM or the shutdown transition."""
+    # Before any frame-sized buffer exists: see vision_nodes.allocator.
+    keep_freed_buffers()
     rclpy.init(args=args)
     node = VisionNode()
     # Single-threaded on purpose: rclpy's MultiThreadedExecutor adds ~4 ms per message and a

@@ -7,9 +7,7 @@ frame and ``unload()``-ed at cleanup, releasing its memory.
 
 from __future__ import annotations
 
-import ctypes
 import gc
-import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..allocator import release_freed_memory
 from ..cache import EngineCache
 from ..manifest import ModelManifest
 
@@ -92,13 +91,3 @@ class Runner(ABC):
     def describe(self) -> dict[str, Any]:
         """Device and runtime facts, for logs and diagnostics."""
         return {'backend': self.config.backend, 'precision': self.config.precision}
-
-
-def release_freed_memory() -> None:
-    """Return freed heap pages to the OS (glibc keeps them otherwise); no-op elsewhere."""
-    if not sys.platform.startswith('linux'):
-        return
-    try:
-        ctypes.CDLL('libc.so.6').malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc (e.g. musl): nothing to trim
-        pass
