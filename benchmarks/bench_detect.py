@@ -11,18 +11,20 @@ For each backend (default: onnx and cpu, i.e. ONNX Runtime and PyTorch on the CP
 
 plus ``ultralytics.YOLO(<the same exported .onnx>).predict`` on the same image.
 
-Configurations are measured in interleaved rounds (A B C A B C ...) so that drift in machine
-load hits them alike; the medians of all frames are reported. Not a test: no thresholds are
+Configurations are measured in interleaved rounds, in a shuffled order each round (B A C,
+C B A, ...), so that drift in machine load hits them alike; the medians of all frames are
+reported. Not a test: no thresholds are
 asserted, the numbers are for reading.
 
     scripts/dev demo   # once, to build the environment; then:
-    .venv/bin/python benchmarks/bench_detect.py --frames 10 --rounds 4
+    .venv/bin/python benchmarks/bench_detect.py --dds-profile large-images
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -41,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--backends', nargs='+', default=['onnx', 'cpu'])
     parser.add_argument('--frames', type=int, default=10, help='frames per round and config')
-    parser.add_argument('--rounds', type=int, default=4)
+    parser.add_argument('--rounds', type=int, default=6)
+    parser.add_argument('--seed', type=int, default=0, help='seed of the per-round order')
     parser.add_argument('--image', type=Path, default=None, help='default: ultralytics bus.jpg')
     parser.add_argument('--model', default='yolov8n')
     parser.add_argument('--no-ultralytics', action='store_true')
@@ -112,13 +115,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def node_frame(backend: str, seq: int) -> float:
         msg.header.frame_id = f'{backend}_{seq}'
-        start = time.perf_counter()
+        start = time.monotonic()
         pubs[backend].publish(msg)
-        got = queues[backend].get(timeout=30.0,
-                                  predicate=lambda m: m.header.frame_id == msg.header.frame_id)
+        # Stop the clock when the answer reaches this process's subscription callback, not
+        # when the waiting thread wakes up: that hand-off belongs to this harness.
+        got = queues[backend].get_stamped(
+            timeout=30.0, predicate=lambda m: m.header.frame_id == msg.header.frame_id)
         if got is None:
             raise RuntimeError(f'node {backend} did not answer frame {seq}')
-        return time.perf_counter() - start
+        return got[0] - start
 
     ultra = ultra_proc = None
     if not args.no_ultralytics and 'onnx' in pipelines:
@@ -155,9 +160,16 @@ def main(argv: list[str] | None = None) -> int:
 
     samples: dict[str, list[float]] = {k: [] for k in configs}
     seq = 0
+    order = list(configs)
+    shuffle = random.Random(args.seed).shuffle
     for round_index in range(args.rounds + 1):  # round 0 warms every path up, unrecorded
-        for label, fn in configs.items():
-            for _ in range(args.frames if round_index else 3):
+        # A fresh order each round, so no configuration always follows the same one (and
+        # inherits its cache, thread and process state); the first frame of every block is
+        # a warm-up: the numbers are steady-state per-frame latencies, as for a camera stream.
+        shuffle(order)
+        for label in order:
+            fn = configs[label]
+            for frame in range(1 + (args.frames if round_index else 2)):
                 seq += 1
                 if isinstance(fn, str):
                     elapsed = node_frame(fn, seq)
@@ -165,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                     start = time.perf_counter()
                     fn()
                     elapsed = time.perf_counter() - start
-                if round_index:
+                if round_index and frame:
                     samples[label].append(elapsed)
 
     for backend in args.backends:

@@ -122,17 +122,23 @@ class MessageQueue:
 
     def get(self, timeout: float = 10.0, predicate: Callable[[Any], bool] | None = None):
         """Return the next message (matching ``predicate``), or None after ``timeout`` seconds."""
+        stamped = self.get_stamped(timeout, predicate)
+        return None if stamped is None else stamped[1]
+
+    def get_stamped(self, timeout: float = 10.0,
+                    predicate: Callable[[Any], bool] | None = None) -> tuple[float, Any] | None:
+        """Like :meth:`get`, with the ``time.monotonic()`` at which the message was received."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
             try:
-                _, msg = self._items.get(timeout=remaining)
+                received, msg = self._items.get(timeout=remaining)
             except queue.Empty:
                 return None
             if predicate is None or predicate(msg):
-                return msg
+                return received, msg
 
     def clear(self) -> None:
         """Drop everything received so far."""
