@@ -129,10 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_ultralytics and 'onnx' in pipelines:
         import subprocess
 
-        from ultralytics import YOLO
+        from vision_nodes.models import import_ultralytics
 
         onnx_path = str(pipelines['onnx'].runner.model_path)
-        ultra = YOLO(onnx_path, task='detect')
+        ultra = import_ultralytics().YOLO(onnx_path, task='detect')
         # The same .onnx behind Ultralytics in a plain ROS node, on the same DDS path.
         ultra_proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name('ultralytics_reference_node.py')),

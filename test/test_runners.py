@@ -228,3 +228,39 @@ def test_onnx_deployment_needs_neither_torch_nor_ultralytics(config, assets, tmp
     assert result.returncode == 0, result.stderr[-3000:]
     buses, people = map(int, result.stdout.split('RESULT')[1].split())
     assert buses == 1 and people >= 3
+
+
+_THREADS_PROBE = r'''
+import json, os, sys
+from vision_nodes.demo import bundled_images
+images = bundled_images()
+from vision_nodes.models import import_ultralytics
+import_ultralytics()
+import torch
+print(json.dumps({'images': len(images), 'torch_threads': torch.get_num_threads(),
+                  'env': os.environ.get('OMP_NUM_THREADS')}))
+'''
+
+
+@pytest.mark.parametrize('user_setting', [None, '1'])
+def test_ultralytics_import_keeps_thread_settings(user_setting):
+    """ultralytics sets OMP_NUM_THREADS=1 at import; that must not reach PyTorch or children."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip('ultralytics', reason='ultralytics is not installed')
+    env = {k: v for k, v in os.environ.items() if k != 'OMP_NUM_THREADS'}
+    if user_setting is not None:
+        env['OMP_NUM_THREADS'] = user_setting
+    default = subprocess.run(
+        [sys.executable, '-c', 'import torch; print(torch.get_num_threads())'],
+        env=env, capture_output=True, text=True, check=True)
+    probe = subprocess.run([sys.executable, '-c', _THREADS_PROBE], env=env,
+                           capture_output=True, text=True, check=True)
+    result = json.loads(probe.stdout.strip().splitlines()[-1])
+    assert result['images'] >= 2  # bus.jpg and zidane.jpg, found without importing ultralytics
+    assert result['env'] == user_setting
+    assert result['torch_threads'] == int(default.stdout.strip())
+    if user_setting is not None:
+        assert result['torch_threads'] == 1

@@ -11,6 +11,7 @@ comes back (class names from ``label_info``) and writes an annotated PNG per ima
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import tempfile
@@ -27,16 +28,16 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 from .client import NodeProcess, VisionNodeClient, publish_until_answered
 from .image_conversion import numpy_to_image
 from .manifest import resolve_manifest
+from .models import import_ultralytics
 
 
 def bundled_images() -> list[Path]:
     """Return the sample images that ship inside the ultralytics package, if it is installed."""
-    try:
-        import ultralytics
-    except ImportError:
+    # Located, not imported: importing ultralytics pulls in PyTorch and changes thread settings.
+    spec = importlib.util.find_spec('ultralytics')
+    if spec is None or spec.origin is None:
         return []
-    folder = Path(ultralytics.__file__).parent / 'assets'
-    return sorted(folder.glob('*.jpg'))
+    return sorted((Path(spec.origin).parent / 'assets').glob('*.jpg'))
 
 
 def _weights_manifest(model: str, weights: str, folder: Path) -> str:
@@ -55,9 +56,7 @@ def _weights_manifest(model: str, weights: str, folder: Path) -> str:
 def _fetch_with_ultralytics(name: str) -> Path:
     """Let ultralytics download named weights (connected machines only; tests never do)."""
     os.environ.pop('YOLO_OFFLINE', None)
-    from ultralytics import YOLO
-
-    model = YOLO(name)
+    model = import_ultralytics().YOLO(name)
     path = Path(getattr(model, 'ckpt_path', '') or name)
     if not path.is_file():
         raise SystemExit(f"weights '{name}' are not a file and ultralytics could not fetch them")

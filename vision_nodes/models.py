@@ -27,6 +27,27 @@ def _quiet_offline_ultralytics(cache_dir: Path | None) -> None:
         os.environ.setdefault('YOLO_CONFIG_DIR', str(cache_dir / 'ultralytics'))
 
 
+def import_ultralytics() -> Any:
+    """Import and return ``ultralytics`` without its import-time thread setting leaking.
+
+    When ``OMP_NUM_THREADS`` is unset, importing ultralytics sets it to 1. OpenMP reads it once,
+    when PyTorch loads it, so a PyTorch imported after that in this process, and every child
+    process started later, ran single-threaded: the PyTorch CPU runner took ~1.6x as long on
+    two cores. Here PyTorch is loaded first and the user's setting (or its absence) restored.
+    Raises ImportError like a plain import.
+    """
+    saved = os.environ.get('OMP_NUM_THREADS')
+    try:
+        import torch  # noqa: F401 - see above: load OpenMP before ultralytics changes the env
+        import ultralytics
+    finally:
+        if saved is None:
+            os.environ.pop('OMP_NUM_THREADS', None)
+        else:
+            os.environ['OMP_NUM_THREADS'] = saved
+    return ultralytics
+
+
 def check_weights(path: Path) -> Path:
     """Raise a clear error when the weights file is absent."""
     if not path.is_file():
@@ -46,7 +67,7 @@ def load_torch_module(manifest: ModelManifest, weights: Path,
             "(PyTorch backends need 'ultralytics' weights)")
     _quiet_offline_ultralytics(cache_dir)
     try:
-        from ultralytics import YOLO
+        YOLO = import_ultralytics().YOLO
     except ImportError as exc:
         raise ModelLoadError(
             'loading .pt weights needs the `ultralytics` package (pip install '

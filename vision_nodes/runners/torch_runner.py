@@ -99,6 +99,8 @@ class TorchRunner(Runner):
     def describe(self) -> dict[str, Any]:
         info = super().describe()
         info['device'] = str(self._device)
+        if self._device is not None and self._device.type == 'cpu':
+            info['threads'] = _torch().get_num_threads()
         if self._device is not None and self._device.type == 'cuda':
             torch = _torch()
             info['device_name'] = torch.cuda.get_device_name(self._device)
