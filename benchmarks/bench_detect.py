@@ -92,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- in-process pipelines (also export / warm the engine cache for the nodes)
     pipelines = {b: build_pipeline(manifest, b) for b in args.backends}
+    # PyTorch's thread count is process-wide and Ultralytics changes it (see below): each
+    # configuration runs with the count its own code would choose.
+    torch_threads: dict[str, int] = {}
+    default_threads = sys.modules['torch'].get_num_threads() if 'torch' in sys.modules else 0
     tensor, _ = pipelines[args.backends[0]].task.preprocess(bgr, 'bgr8')
 
     # ---- one node process per backend, each on its own topics
@@ -133,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
 
         onnx_path = str(pipelines['onnx'].runner.model_path)
         ultra = import_ultralytics().YOLO(onnx_path, task='detect')
+        import torch
+
+        default_threads = default_threads or torch.get_num_threads()
+        ultra.predict(bgr, imgsz=manifest.input_size[0], verbose=False, device='cpu')
+        # Ultralytics' CPU device setup calls torch.set_num_threads(cpu_count - 1).
+        torch_threads['ultralytics predict (same .onnx)'] = torch.get_num_threads()
         # The same .onnx behind Ultralytics in a plain ROS node, on the same DDS path.
         ultra_proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name('ultralytics_reference_node.py')),
@@ -169,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         shuffle(order)
         for label in order:
             fn = configs[label]
+            if default_threads:
+                sys.modules['torch'].set_num_threads(torch_threads.get(label, default_threads))
             for frame in range(1 + (args.frames if round_index else 2)):
                 seq += 1
                 if isinstance(fn, str):
