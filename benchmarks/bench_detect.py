@@ -13,8 +13,7 @@ plus ``ultralytics.YOLO(<the same exported .onnx>).predict`` on the same image.
 
 Configurations are measured in interleaved rounds, in a shuffled order each round (B A C,
 C B A, ...), so that drift in machine load hits them alike; the medians of all frames are
-reported. Not a test: no thresholds are
-asserted, the numbers are for reading.
+reported. Not a test: no thresholds are asserted, the numbers are for reading.
 
     scripts/dev demo   # once, to build the environment; then:
     .venv/bin/python benchmarks/bench_detect.py --dds-profile large-images
