@@ -16,7 +16,6 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import replace
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -74,10 +73,14 @@ class VisionNode(LifecycleNode):
     def _p(self, name: str):
         return self.get_parameter(name).value
 
-    def _read_detection_params(self) -> DetectionParams:
-        return DetectionParams(confidence=float(self._p('confidence_threshold')),
-                               iou=float(self._p('iou_threshold')),
-                               max_detections=int(self._p('max_detections')))
+    def _read_detection_params(self, pending: dict | None = None) -> DetectionParams:
+        """Post-processing thresholds from the parameters, ``pending`` values taking priority."""
+        def value(name: str):
+            return (pending or {}).get(name, self._p(name))
+
+        return DetectionParams(confidence=float(value('confidence_threshold')),
+                               iou=float(value('iou_threshold')),
+                               max_detections=int(value('max_detections')))
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         """Validate a parameter change; apply live ones to the next frame."""
@@ -101,13 +104,8 @@ class VisionNode(LifecycleNode):
                 updates[param.name] = param.value
         if updates:
             old_confidence = self._det_params.confidence
-            self._det_params = replace(
-                self._det_params,
-                confidence=float(updates.get('confidence_threshold',
-                                             self._det_params.confidence)),
-                iou=float(updates.get('iou_threshold', self._det_params.iou)),
-                max_detections=int(updates.get('max_detections',
-                                               self._det_params.max_detections)))
+            # Called before the new values are stored: they come from ``updates``.
+            self._det_params = self._read_detection_params(updates)
             if self._active and self._det_params.confidence != old_confidence:
                 self._publish_label_info()  # its threshold field follows the parameter
         return SetParametersResult(successful=True)
