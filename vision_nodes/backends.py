@@ -31,11 +31,15 @@ AUTO_PRIORITY = ('tensorrt', 'cuda', 'rocm', 'openvino', 'onnx', 'cpu')
 BACKEND_CHOICES = ('auto',) + KNOWN_BACKENDS
 
 
-def runner_class(backend: str) -> type[Runner]:
-    """Return the runner class for a backend name, or a RunnerError saying why there is none."""
+def _check_known(backend: str) -> None:
     if backend not in BACKEND_MAP:
         raise RunnerError(f"unknown backend '{backend}' "
                           f"(choose from: {', '.join(BACKEND_CHOICES)})")
+
+
+def runner_class(backend: str) -> type[Runner]:
+    """Return the runner class for a backend name, or a RunnerError saying why there is none."""
+    _check_known(backend)
     target = BACKEND_MAP[backend]
     if target is None:
         raise RunnerError(f"backend '{backend}' is reserved but has no runner in this version "
@@ -53,9 +57,7 @@ def check_supported(backend: str, manifest: ModelManifest) -> None:
     """Raise RunnerError unless the manifest supports ``backend`` (``auto`` always passes)."""
     if backend == 'auto':
         return
-    if backend not in BACKEND_CHOICES:
-        raise RunnerError(f"unknown backend '{backend}' "
-                          f"(choose from: {', '.join(BACKEND_CHOICES)})")
+    _check_known(backend)
     if backend not in manifest.backends:
         raise RunnerError(
             f"model '{manifest.name}' does not support backend '{backend}'; valid backends "
