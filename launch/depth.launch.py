@@ -7,8 +7,9 @@ Subscribes to ``image_topic`` (sensor_msgs/Image) and publishes the depth image 
 ``depth_topic``. The default model, depth_anything_v2_small, has no manifest in this version:
 configure fails with "no manifest named 'depth_anything_v2_small'", which the launch logs;
 the node stays up, unconfigured. Pass ``model:=<manifest name or path>`` for another model.
-Parameters: ``params_file`` (default: none, the node's defaults), overridden by the
-model/backend/model_dir/engine_cache_dir launch arguments.
+Parameters: the launch defaults (model depth_anything_v2_small, backend onnx), then
+``params_file`` (default: none), then the model/backend/model_dir/engine_cache_dir launch
+arguments that are given; later ones win.
 """
 
 from vision_nodes.launch_helpers import Output, vision_launch_description

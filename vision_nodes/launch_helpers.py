@@ -14,14 +14,20 @@ OnStateTransition, ChangeState, ParameterValue, Node ``ros_arguments``, EventHan
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
 
 from .backends import BACKEND_CHOICES
 
 PACKAGE = 'vision_nodes'
 EXECUTABLE = 'vision_node'
 LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'fatal']
+DEFAULT_BACKEND = 'onnx'
+#: String parameters that a non-empty launch argument of the same name overrides.
+OVERRIDABLE = ('model', 'backend', 'model_dir', 'engine_cache_dir')
 
 
 @dataclass(frozen=True)
@@ -56,21 +62,23 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
     """Return the DeclareLaunchArgument actions shared by the vision_nodes launch files."""
     from launch.actions import DeclareLaunchArgument
 
-    params_help = ('Parameters file (ROS 2 YAML, `/**: ros__parameters:`) loaded first; the '
-                   'launch arguments model, backend, model_dir and engine_cache_dir override '
-                   'it.')
+    params_help = ('Parameters file (ROS 2 YAML, `/**: ros__parameters:`). The launch arguments '
+                   'model, backend, model_dir and engine_cache_dir override it when given '
+                   '(non-empty).')
     if not default_params_file:
         params_help += ' Empty: none (the node\'s defaults).'
     args = [
         DeclareLaunchArgument(
-            'backend', default_value='onnx', choices=list(BACKEND_CHOICES),
+            'backend', default_value='', choices=['', *BACKEND_CHOICES],
             description='Inference backend: cpu/cuda/rocm run PyTorch, onnx runs ONNX Runtime, '
                         'auto picks the best one that loads. The model manifest lists the '
-                        'backends it supports.'),
+                        'backends it supports. Empty: the parameters file\'s value, else '
+                        f'{DEFAULT_BACKEND}.'),
         DeclareLaunchArgument(
-            'model', default_value=default_model,
+            'model', default_value='',
             description=f'Model manifest for the {task} task: a name under '
-                        'share/vision_nodes/config/models or a path to a manifest YAML file.'),
+                        'share/vision_nodes/config/models or a path to a manifest YAML file. '
+                        f'Empty: the parameters file\'s value, else {default_model}.'),
         DeclareLaunchArgument(
             'model_dir', default_value='',
             description='Folder holding the weights. Empty: keep the parameters file\'s value '
@@ -110,7 +118,42 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
     return args
 
 
-def _node_and_lifecycle(context, outputs: tuple[Output, ...]) -> list:
+def node_parameters(default_model: str, params_file: str,
+                    arguments: dict[str, str]) -> list[dict[str, str] | str]:
+    """Return the node's ``parameters`` entries (files and dicts), lowest priority first.
+
+    The entries are: the launch file's defaults (``default_model``, :data:`DEFAULT_BACKEND`),
+    then ``params_file`` (if any), then the non-empty ``arguments`` (launch arguments named as
+    in :data:`OVERRIDABLE`), so a file that sets model or backend is not overridden by a
+    default the user never typed.
+
+    launch_ros passes each entry as a ``--params-file``, a dict as a temporary file keyed by
+    the node's full name. rcl merges the files per key (a later file wins within a key) but
+    applies the keys in the order it first met them. Were the defaults a dict, the node-name
+    key would come first and a ``/**`` parameters file would beat the arguments too; so the
+    defaults are written here as a ``/**`` file.
+    """
+    entries: list[dict[str, str] | str] = [
+        _wildcard_params_file({'model': default_model, 'backend': DEFAULT_BACKEND})]
+    if params_file:
+        if not os.path.isfile(params_file):
+            raise RuntimeError(f"params_file '{params_file}' does not exist")
+        entries.append(params_file)
+    given = {name: value for name, value in arguments.items() if value}
+    if given:
+        entries.append(given)
+    return entries
+
+
+def _wildcard_params_file(values: dict[str, str]) -> str:
+    """Write ``values`` as a ``/**`` ROS 2 parameters file (kept, like launch_ros's own)."""
+    with tempfile.NamedTemporaryFile('w', prefix='vision_nodes_launch_defaults_',
+                                     suffix='.yaml', delete=False) as f:
+        yaml.safe_dump({'/**': {'ros__parameters': values}}, f)
+    return f.name
+
+
+def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str) -> list:
     """Return the LifecycleNode and its lifecycle event handlers (an OpaqueFunction body)."""
     from launch.actions import EmitEvent, LogInfo, RegisterEventHandler, Shutdown
     from launch.event_handlers import OnProcessStart
@@ -125,20 +168,13 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...]) -> list:
     def arg(name: str) -> str:
         return LaunchConfiguration(name).perform(context).strip()
 
-    parameters: list = []
-    params_file = arg('params_file')
-    if params_file:
-        if not os.path.isfile(params_file):
-            raise RuntimeError(f"params_file '{params_file}' does not exist")
-        parameters.append(params_file)
-    # Launch arguments override the file. model/backend always (they have defaults); the
-    # folders only when given, so an empty argument keeps the file's (or the node's) value.
     # ParameterValue(value_type=str) keeps launch_ros from YAML-typing the strings.
-    overrides = {'model': arg('model'), 'backend': arg('backend')}
-    for name in ('model_dir', 'engine_cache_dir'):
-        if arg(name):
-            overrides[name] = arg(name)
-    parameters.append({k: ParameterValue(v, value_type=str) for k, v in overrides.items()})
+    arguments = {name: arg(name) for name in OVERRIDABLE}
+    parameters = [
+        {k: ParameterValue(v, value_type=str) for k, v in entry.items()}
+        if isinstance(entry, dict) else entry
+        for entry in node_parameters(default_model, arg('params_file'), arguments)]
+    given = ', '.join(f"{k} '{arguments[k]}'" for k in ('model', 'backend') if arguments[k])
 
     name, namespace = arg('node_name'), arg('namespace')
     full_name = '/' + '/'.join(p for p in (namespace.strip('/'), name) if p)
@@ -159,8 +195,8 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...]) -> list:
     actions.append(RegisterEventHandler(OnStateTransition(
         target_lifecycle_node=node, start_state='configuring', goal_state='unconfigured',
         entities=[LogInfo(msg=(
-            f"{full_name} FAILED TO CONFIGURE (model '{overrides['model']}', backend "
-            f"'{overrides['backend']}'); it stays up, unconfigured. The reason is in the "
+            f'{full_name} FAILED TO CONFIGURE' + (f' ({given})' if given else '') +
+            '; it stays up, unconfigured. The reason is in the '
             "node's log above ('configure failed: ...'): check the parameters (model, backend, "
             'model_dir, params_file), fix them with `ros2 param set` and run '
             f'`ros2 lifecycle set {full_name} configure`, or relaunch.'))])))
@@ -201,5 +237,5 @@ def vision_launch_description(*, task: str, default_model: str, default_params_f
         *declare_arguments(default_model=default_model,
                            default_params_file=default_params_file, task=task,
                            outputs=outputs),
-        OpaqueFunction(function=_node_and_lifecycle, args=[outputs]),
+        OpaqueFunction(function=_node_and_lifecycle, args=[outputs, default_model]),
     ])

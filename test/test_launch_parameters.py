@@ -1,0 +1,83 @@
+"""Which value wins when a launch file, a parameters file and launch arguments all set one.
+
+:func:`vision_nodes.launch_helpers.node_parameters` builds the node's ``parameters`` entries;
+launch_ros turns each into one ``--params-file`` argument, in order, a dict as a file keyed by
+the node's full name. These tests need neither ``launch`` nor ``launch_ros``: they hand the
+entries to a real ``VisionNode`` the same way and read back the values rclpy gives it, for a
+parameters file keyed ``/**`` (as config/detect.yaml) and one keyed by the node's name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import rclpy
+import yaml
+
+from vision_nodes.launch_helpers import DEFAULT_BACKEND, OVERRIDABLE, node_parameters
+from vision_nodes.node import VisionNode
+
+NO_ARGUMENTS = {name: '' for name in OVERRIDABLE}
+NODE = 'launch_parameters_probe'
+
+
+def _effective(entries: list, tmp_path: Path) -> dict[str, object]:
+    """Start a VisionNode with ``entries`` as launch_ros passes them; return its parameters."""
+    args = ['--ros-args']
+    for i, entry in enumerate(entries):
+        if isinstance(entry, dict):
+            path = tmp_path / f'launch_params_{i}.yaml'
+            # What launch_ros writes for a dict when the node's name is given.
+            path.write_text(yaml.safe_dump({f'/{NODE}': {'ros__parameters': entry}}))
+            entry = str(path)
+        args += ['--params-file', entry]
+    context = rclpy.Context()
+    rclpy.init(args=args, context=context)
+    try:
+        node = VisionNode(NODE, context=context)
+        try:
+            return {name: node.get_parameter(name).value
+                    for name in (*OVERRIDABLE, 'confidence_threshold')}
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)
+
+
+@pytest.fixture(params=['/**', f'/{NODE}'])
+def params_file(request, tmp_path: Path) -> str:
+    """A user's parameters file that sets backend, model_dir and a threshold, not model."""
+    path = tmp_path / 'my_params.yaml'
+    path.write_text(yaml.safe_dump({request.param: {'ros__parameters': {
+        'backend': 'cpu', 'model_dir': '/from/file', 'confidence_threshold': 0.6}}}))
+    return str(path)
+
+
+def test_launch_defaults_apply_without_file_or_arguments(tmp_path):
+    values = _effective(node_parameters('depth_model', '', NO_ARGUMENTS), tmp_path)
+    assert values['model'] == 'depth_model'
+    assert values['backend'] == DEFAULT_BACKEND
+
+
+def test_parameters_file_beats_launch_defaults(tmp_path, params_file):
+    values = _effective(node_parameters('yolov8n', params_file, NO_ARGUMENTS), tmp_path)
+    assert values['backend'] == 'cpu'  # not the launch file's 'onnx'
+    assert values['model'] == 'yolov8n'  # the file does not set it: the launch default
+    assert values['model_dir'] == '/from/file'
+    assert values['confidence_threshold'] == pytest.approx(0.6)
+
+
+def test_given_arguments_beat_parameters_file(tmp_path, params_file):
+    arguments = dict(NO_ARGUMENTS, backend='onnx', model_dir='/from/argument')
+    values = _effective(node_parameters('yolov8n', params_file, arguments), tmp_path)
+    assert values['backend'] == 'onnx'
+    assert values['model_dir'] == '/from/argument'
+    assert values['engine_cache_dir'] == ''  # empty argument: not passed at all
+    assert values['confidence_threshold'] == pytest.approx(0.6)
+
+
+def test_missing_parameters_file_is_an_error_naming_it(tmp_path):
+    missing = str(tmp_path / 'nope.yaml')
+    with pytest.raises(RuntimeError, match='nope.yaml'):
+        node_parameters('yolov8n', missing, NO_ARGUMENTS)
