@@ -1,4 +1,4 @@
-"""Decoded results → ROS messages (vision_msgs)."""
+"""Decoded results → ROS messages (vision_msgs), as message objects or as serialised bytes."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Sequence
 from vision_msgs.msg import (Detection2D, Detection2DArray, LabelInfo,
                              ObjectHypothesisWithPose, VisionClass)
 
+from .cdr import encode_detection2d_array
 from .tasks.detect import Detections
 
 
@@ -36,6 +37,16 @@ def detections_to_msg(dets: Detections, header) -> Detection2DArray:
         detections.append(det)
     out.detections = detections
     return out
+
+
+def detections_to_cdr(dets: Detections, header) -> bytes:
+    """The CDR bytes of :func:`detections_to_msg`'s message, for ``Publisher.publish``.
+
+    Encoded with NumPy (see :mod:`vision_nodes.cdr`): about 0.1 ms for 5 detections and
+    0.3 ms for 300, where building and publishing the message objects takes 0.14 and 7.5 ms.
+    """
+    return encode_detection2d_array(header.stamp.sec, header.stamp.nanosec, header.frame_id,
+                                    dets.boxes, dets.scores, dets.class_ids)
 
 
 def label_info_msg(labels: Sequence[str], header, threshold: float) -> LabelInfo:

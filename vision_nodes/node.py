@@ -36,7 +36,7 @@ from .allocator import keep_freed_buffers
 from .cache import CacheError
 from .image_conversion import ImageConversionError, image_to_numpy
 from .manifest import ManifestError, resolve_manifest
-from .messages import detections_to_msg, label_info_msg
+from .messages import detections_to_cdr, label_info_msg
 from .models import ModelLoadError
 from .params import PARAMS, SPECS, validate
 from .pipeline import Pipeline, build_pipeline
@@ -249,8 +249,8 @@ class VisionNode(LifecycleNode):
             except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
                 self._error_throttled(f'inference failed on a frame: {exc!r}')
                 return
-            out = detections_to_msg(dets, msg.header)
-            self._det_pub.publish(out)
+            # Serialised with NumPy: publishing bytes skips rclpy's per-field conversion.
+            self._det_pub.publish(detections_to_cdr(dets, msg.header))
 
 
 def main(args: list[str] | None = None) -> None:
