@@ -31,6 +31,9 @@ _CDR_LE = b'\x00\x01\x00\x00'
 _DOUBLES = 49  # score, pose (7), covariance (36), bbox (5)
 _ORIENTATION_W = 7  # index of orientation.w among a detection's doubles
 _BBOX = 44  # index of bbox.center.position.x among a detection's doubles
+#: Bytes from a detection's first float64 to the next detection: the float64s, then ``id``
+#: (uint32 length 1, NUL) padded to 8.
+_DETECTION_TAIL = _DOUBLES * 8 + 8
 
 
 def _align(offset, alignment: int):
@@ -50,21 +53,19 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
     labels = [str(int(c)).encode('ascii') for c in class_ids]
     count = len(labels)
     lengths = np.fromiter((len(b) for b in labels), dtype=np.int64, count=count)
-    # A Header that starts 4-aligned, padded to 4 (sec, nanosec, frame_id and its NUL).
-    header_size = _align(13 + len(frame), 4)
-    # The array's header, then the detection count; the first detection starts after it.
-    first = header_size + 4
-    # Offset in a detection of its class_id's length field (after the results count).
-    hyp = header_size + 4
-    starts = np.full(count, first, dtype=np.int64)
-    if count > 1:
-        # The first detection may start 4 bytes off an 8-byte boundary; the others do not.
-        first_doubles = _align(first + hyp + 5 + lengths[0], 8)
-        sizes = _align(hyp + 5 + lengths[1:-1], 8) + (_DOUBLES * 8 + 8)
-        starts[1] = first_doubles + _DOUBLES * 8 + 8
-        starts[2:] = starts[1] + np.cumsum(sizes)
+    # A Header that starts 4-aligned, padded to 4 (sec, nanosec, frame_id and its NUL),
+    # then a uint32: in the array, the detection count, after which the first detection
+    # starts; in a detection, the results count, after which its class_id's length field is.
+    first = hyp = _align(13 + len(frame), 4) + 4
+    # From a detection's start to its first float64, for a start on an 8-byte boundary; the
+    # first detection may start 4 bytes off one, the others (after 8-aligned float64s) not.
+    to_doubles = _align(hyp + 5 + lengths, 8)
+    if count:
+        to_doubles[0] = _align(first + hyp + 5 + lengths[0], 8) - first
+    sizes = to_doubles + _DETECTION_TAIL
+    starts = first + np.cumsum(sizes) - sizes
     hyp_at = starts + hyp
-    doubles_at = _align(hyp_at + 5 + lengths, 8)
+    doubles_at = starts + to_doubles
     end = int(doubles_at[-1]) + _DOUBLES * 8 + 5 if count else first
     # payload (the CDR stream after the encapsulation header) starts 8-aligned in memory,
     # so its float64 and uint32 views are aligned.
