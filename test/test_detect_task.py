@@ -10,7 +10,8 @@ import torchvision
 from vision_nodes.image_conversion import ImageConversionError, image_to_numpy, numpy_to_image
 from vision_nodes.manifest import Preprocessing, parse_manifest
 from vision_nodes.tasks.detect import DetectionParams, DetectionTask, decode, nms
-from vision_nodes.tasks.preprocess import LetterboxMeta, channel_map, letterbox, prepare
+from vision_nodes.tasks.preprocess import (LetterboxMeta, channel_map, letterbox, prepare,
+                                           to_tensor)
 
 RED_BGR = (0, 0, 255)
 BLUE_BGR = (255, 0, 0)
@@ -161,6 +162,31 @@ def test_padded_message_prepares_like_packed_copy() -> None:
     prep = Preprocessing()
     expected, _ = prepare(image_to_numpy(packed), 'bgr8', (64, 64), prep)
     actual, _ = prepare(view, 'bgr8', (64, 64), prep)
+    np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize('shape, size, encoding, prep', [
+    ((810, 1080, 3), (640, 640), 'bgr8', Preprocessing()),           # landscape: rows padded
+    ((1080, 810, 3), (640, 640), 'bgr8', Preprocessing()),           # portrait: columns padded
+    ((481, 639, 3), (320, 320), 'rgb8', Preprocessing(pad_value=0)),  # odd padding
+    ((64, 48, 3), (64, 64), 'bgr8', Preprocessing()),                # no resize, only padding
+    ((64, 64, 3), (64, 64), 'bgr8', Preprocessing()),                # neither
+    ((100, 50, 3), (64, 96), 'bgr8', Preprocessing(letterbox=False)),  # stretched
+    ((90, 120), (64, 64), 'mono8', Preprocessing()),
+    ((90, 120, 4), (64, 64), 'bgra8', Preprocessing(color_order='bgr')),
+    ((70, 130, 3), (64, 64), 'rgb8', Preprocessing(
+        scale=1 / 255, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), pad_value=3)),
+])
+def test_prepare_equals_tensor_of_letterboxed_canvas(shape, size, encoding, prep) -> None:
+    """The per-frame path (no 8-bit canvas) gives exactly the canvas path's tensor."""
+    img = np.random.default_rng(sum(shape)).integers(0, 256, shape, dtype=np.uint8)
+    canvas, meta = letterbox(img, size, prep.pad_value, prep.letterbox)
+    if canvas.ndim == 2:
+        canvas = canvas[:, :, None]
+    expected = to_tensor(canvas, channel_map(encoding, prep.color_order), prep)
+    actual, actual_meta = prepare(img, encoding, size, prep)
+    assert actual_meta == meta
+    assert actual.flags.c_contiguous and actual.shape == (1, 3) + size
     np.testing.assert_array_equal(actual, expected)
 
 

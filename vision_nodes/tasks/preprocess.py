@@ -2,7 +2,8 @@
 
 ``letterbox`` reproduces the usual YOLO letterbox (scale to fit, centre, pad with a constant)
 and ``to_tensor`` turns the result into a contiguous NCHW float32 tensor in the model's channel
-order, with scale/mean/std applied, in one pass per channel.
+order, with scale/mean/std applied, in one pass per channel. ``prepare``, the path every frame
+takes, gives the same tensor without the intermediate 8-bit canvas.
 """
 
 from __future__ import annotations
@@ -36,6 +37,38 @@ class LetterboxMeta:
         return boxes_xyxy
 
 
+@dataclass(frozen=True)
+class _Placement:
+    """Where the resized source lands in the network input: size and top-left corner."""
+
+    width: int
+    height: int
+    left: int
+    top: int
+
+
+def _place(src_h: int, src_w: int, size: tuple[int, int], enabled: bool
+           ) -> tuple[_Placement, LetterboxMeta]:
+    """Letterbox geometry (YOLO rounding) of a ``src_h`` × ``src_w`` image in ``size``."""
+    dst_h, dst_w = size
+    if not enabled:
+        return (_Placement(dst_w, dst_h, 0, 0),
+                LetterboxMeta((src_h, src_w), (dst_w / src_w, dst_h / src_h), (0.0, 0.0)))
+    gain = min(dst_h / src_h, dst_w / src_w)
+    new_w, new_h = int(round(src_w * gain)), int(round(src_h * gain))
+    top = int(round((dst_h - new_h) / 2 - 0.1))
+    left = int(round((dst_w - new_w) / 2 - 0.1))
+    return (_Placement(new_w, new_h, left, top),
+            LetterboxMeta((src_h, src_w), (gain, gain), (float(left), float(top))))
+
+
+def _resize(image: np.ndarray, place: _Placement) -> np.ndarray:
+    """``image`` resized to the placement's size (the array itself when already that size)."""
+    if image.shape[:2] == (place.height, place.width):
+        return image
+    return cv2.resize(image, (place.width, place.height), interpolation=cv2.INTER_LINEAR)
+
+
 def letterbox(image: np.ndarray, size: tuple[int, int], pad_value: int = 114,
               enabled: bool = True) -> tuple[np.ndarray, LetterboxMeta]:
     """Resize ``image`` (H, W[, C]) into ``size`` (height, width).
@@ -43,24 +76,12 @@ def letterbox(image: np.ndarray, size: tuple[int, int], pad_value: int = 114,
     With ``enabled`` the aspect ratio is kept and the border padded with ``pad_value``
     (centred, YOLO rounding); without it the image is stretched to ``size``.
     """
-    src_h, src_w = image.shape[:2]
-    dst_h, dst_w = size
-    if not enabled:
-        out = cv2.resize(image, (dst_w, dst_h), interpolation=cv2.INTER_LINEAR)
-        return out, LetterboxMeta((src_h, src_w), (dst_w / src_w, dst_h / src_h), (0.0, 0.0))
-    gain = min(dst_h / src_h, dst_w / src_w)
-    new_w, new_h = int(round(src_w * gain)), int(round(src_h * gain))
-    dw, dh = (dst_w - new_w) / 2, (dst_h - new_h) / 2
-    top, left = int(round(dh - 0.1)), int(round(dw - 0.1))
+    place, meta = _place(image.shape[0], image.shape[1], size, enabled)
     channels = image.shape[2] if image.ndim == 3 else 1
-    canvas = np.full((dst_h, dst_w, channels), pad_value, dtype=image.dtype)
-    region = canvas[top:top + new_h, left:left + new_w]
-    if (new_w, new_h) == (src_w, src_h):
-        region[...] = image.reshape(src_h, src_w, channels)
-    else:
-        resized = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
-        region[...] = resized.reshape(new_h, new_w, channels)
-    return canvas, LetterboxMeta((src_h, src_w), (gain, gain), (float(left), float(top)))
+    canvas = np.full((size[0], size[1], channels), pad_value, dtype=image.dtype)
+    region = canvas[place.top:place.top + place.height, place.left:place.left + place.width]
+    region[...] = _resize(image, place).reshape(place.height, place.width, channels)
+    return canvas, meta
 
 
 def channel_map(encoding: str, color_order: str) -> tuple[int, int, int]:
@@ -73,31 +94,55 @@ def channel_map(encoding: str, color_order: str) -> tuple[int, int, int]:
     return rgb if color_order == 'rgb' else rgb[::-1]
 
 
-def to_tensor(canvas: np.ndarray, channels: tuple[int, int, int],
-              prep: Preprocessing) -> np.ndarray:
-    """(H, W, C) uint8 → contiguous (1, 3, H, W) float32, normalised, in model channel order."""
-    h, w = canvas.shape[:2]
-    out = np.empty((1, 3, h, w), dtype=np.float32)
+def _convert_planes(image: np.ndarray, channels: tuple[int, int, int], prep: Preprocessing,
+                    out: np.ndarray) -> None:
+    """Write (H, W, C) uint8 ``image`` into (3, H, W) float32 ``out``, normalised."""
     plain = prep.mean == (0.0, 0.0, 0.0) and prep.std == (1.0, 1.0, 1.0)
     # Contiguous planes make the conversion below ~30 % faster than strided channel reads.
-    planes = cv2.split(canvas) if canvas.shape[2] > 1 else [canvas[:, :, 0]]
+    planes = cv2.split(image) if image.shape[2] > 1 else [image[:, :, 0]]
     for dst, src in enumerate(channels):
-        plane = out[0, dst]
+        plane = out[dst]
         np.multiply(planes[src], np.float32(prep.scale), out=plane, casting='unsafe')
         if not plain:
             plane -= np.float32(prep.mean[dst])
             plane /= np.float32(prep.std[dst])
+
+
+def to_tensor(canvas: np.ndarray, channels: tuple[int, int, int],
+              prep: Preprocessing) -> np.ndarray:
+    """(H, W, C) uint8 → contiguous (1, 3, H, W) float32, normalised, in model channel order."""
+    out = np.empty((1, 3) + canvas.shape[:2], dtype=np.float32)
+    _convert_planes(canvas, channels, prep, out[0])
     return out
 
 
 def prepare(image: np.ndarray, encoding: str, size: tuple[int, int],
             prep: Preprocessing) -> tuple[np.ndarray, LetterboxMeta]:
-    """Image array as decoded from a message → (network tensor, letterbox metadata)."""
+    """Image array as decoded from a message → (network tensor, letterbox metadata).
+
+    Equal to ``to_tensor(letterbox(image))``, without building the padded 8-bit canvas: the
+    resized image is converted straight into its region of the tensor and the border is
+    filled with the normalised pad value.
+    """
     channels = channel_map(encoding, prep.color_order)
     if image.dtype != np.uint8:
         raise ImageConversionError(
             f"encoding '{encoding}' has {image.dtype} pixels; colour models take 8-bit images")
-    canvas, meta = letterbox(image, size, prep.pad_value, prep.letterbox)
-    if canvas.ndim == 2:
-        canvas = canvas[:, :, None]
-    return to_tensor(canvas, channels, prep), meta
+    place, meta = _place(image.shape[0], image.shape[1], size, prep.letterbox)
+    resized = _resize(image, place)
+    if resized.ndim == 2:
+        resized = resized[:, :, None]
+    out = np.empty((1, 3) + tuple(size), dtype=np.float32)
+    rows = slice(place.top, place.top + place.height)
+    cols = slice(place.left, place.left + place.width)
+    _convert_planes(resized, channels, prep, out[0, :, rows, cols])
+    if (place.width, place.height) != (size[1], size[0]):
+        pad = (np.float32(prep.pad_value) * np.float32(prep.scale)
+               - np.asarray(prep.mean, np.float32)) / np.asarray(prep.std, np.float32)
+        for dst in range(3):
+            plane = out[0, dst]
+            plane[:place.top] = pad[dst]
+            plane[place.top + place.height:] = pad[dst]
+            plane[rows, :place.left] = pad[dst]
+            plane[rows, place.left + place.width:] = pad[dst]
+    return out, meta
