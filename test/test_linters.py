@@ -1,7 +1,8 @@
 """Code style, the way the ament linters check it (flake8, pep257) over the package and tests.
 
 Uses ament_flake8 / ament_pep257 where ROS provides them, else the same tools from PyPI with
-the same settings (max line length 99; pep257 with ament's default ignores).
+the same settings (max line length 99; pep257 with ament's default ignores). Also checks that
+nothing needs a Python newer than 3.10, the Python of ROS 2 Humble (Ubuntu 22.04).
 """
 
 from __future__ import annotations
@@ -51,3 +52,15 @@ def test_pep257():
         assert result.returncode == 0, result.stdout + result.stderr
     else:
         assert main(argv=PATHS) == 0, 'pep257 findings (see output above)'
+
+
+@pytest.mark.linter
+def test_runs_on_python_310():
+    """No language feature, module or API newer than Python 3.10 (vermin)."""
+    pytest.importorskip('vermin', reason='vermin is not installed (requirements/test.txt)')
+    # vermin has no __main__ module; call its entry point the way its console script does.
+    result = subprocess.run(
+        [sys.executable, '-c', 'import sys, vermin; sys.exit(vermin.main())', '--no-tips',
+         '--violations', '--eval-annotations', '-t=3.10-', *PATHS],
+        capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
