@@ -3,8 +3,8 @@
 By default glibc maps large allocations (above a threshold that adapts, from 128 KB up) with
 a fresh ``mmap`` and gives the heap's top back to the OS once more than twice that threshold
 is free. A 1080p frame passes through several frame-sized buffers that are alive at once and
-freed together (the serialised message, the message, the letterboxed canvas, the input
-tensor, the network outputs), so every frame gives its buffers back and page-faults them in
+freed together (the serialised message, the message, the resized image, the input tensor,
+the network outputs), so every frame gives its buffers back and page-faults them in
 again (four 2.6 MB buffers: ~2,500 faults per frame, see test_allocator). A 2.6 MB image
 sent to another process over shared memory and answered took ~7 ms that way and ~2.5 ms with
 the settings below: the saving is larger than the node's whole pre- and post-processing.
