@@ -11,7 +11,7 @@ For each backend (default: onnx and cpu, i.e. ONNX Runtime and PyTorch on the CP
                   before ``publish()`` (so the sender's conversion and serialisation count)
                   and stops when DDS delivers the answer to this process's reader (its
                   ``received_timestamp``), before this harness's own Python executor wakes up
-                  to run the callback; that wake-up (~0.8 ms here) is printed separately;
+                  to run the callback; that wake-up (~1 ms here) is printed separately;
 
 plus ``ultralytics.YOLO(<the same exported .onnx>).predict`` on the same image.
 
