@@ -32,7 +32,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -40,37 +39,6 @@ import cv2
 
 def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000.0
-
-
-@dataclass(frozen=True)
-class _Answer:
-    frame_id: str
-    received_ns: int  # when DDS delivered it to this process's reader (system clock)
-    callback_ns: int  # when this process's executor ran the subscription callback
-
-
-def _answers(client, topic: str):
-    """Collect Detection2DArray answers on ``topic`` with their DDS reception time.
-
-    rclpy before Jazzy passes no message info to callbacks: there the callback time is used.
-    """
-    from rclpy.subscription import Subscription
-    from vision_msgs.msg import Detection2DArray
-
-    from vision_nodes.client import MessageQueue
-
-    answers = MessageQueue()
-
-    def on_answer(msg, info) -> None:
-        answers._put(_Answer(msg.header.frame_id, info['received_timestamp'], time.time_ns()))
-
-    def on_answer_without_info(msg) -> None:
-        now = time.time_ns()
-        answers._put(_Answer(msg.header.frame_id, now, now))
-
-    callback = on_answer if hasattr(Subscription, 'CallbackType') else on_answer_without_info
-    client.node.create_subscription(Detection2DArray, topic, callback, 10)
-    return answers
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
+    from vision_msgs.msg import Detection2DArray
 
     from vision_nodes.client import NodeProcess, VisionNodeClient, wait_for
     from vision_nodes.demo import bundled_images
@@ -147,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             print(nodes[backend].output())
             return 1
         name = f'bench_{backend}'
-        queues[backend] = _answers(client, f'/{name}/detections')
+        queues[backend] = client.subscribe(Detection2DArray, f'/{name}/detections', 10)
         pubs[backend] = client.publisher(Image, f'/{name}/image', reliable)
     msg = numpy_to_image(bgr, 'bgr8')
     # Harness latency after DDS delivered an answer: its reception → this process's callback.
@@ -157,12 +126,13 @@ def main(argv: list[str] | None = None) -> int:
         msg.header.frame_id = f'{backend}_{seq}'
         start = time.time_ns()  # DDS reception timestamps are system-clock nanoseconds
         pubs[backend].publish(msg)
-        got = queues[backend].get(
-            timeout=30.0, predicate=lambda a: a.frame_id == msg.header.frame_id)
+        got = queues[backend].get_stamped(
+            timeout=30.0, predicate=lambda m: m.header.frame_id == msg.header.frame_id)
         if got is None:
             raise RuntimeError(f'node {backend} did not answer frame {seq}')
-        wakeups.append((got.callback_ns - got.received_ns) / 1e9)
-        return (got.received_ns - start) / 1e9
+        arrival = got[0]
+        wakeups.append((arrival.callback_ns - arrival.received_ns) / 1e9)
+        return (arrival.received_ns - start) / 1e9
 
     ultra = ultra_proc = None
     if not args.no_ultralytics and 'onnx' in pipelines:
@@ -184,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
              onnx_path, '--ros-args', '-r', '__ns:=/bench_ultra'],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = clients[args.backends[0]]
-        queues['ultra'] = _answers(client, '/bench_ultra/detections')
+        queues['ultra'] = client.subscribe(Detection2DArray, '/bench_ultra/detections', 10)
         pubs['ultra'] = client.publisher(Image, '/bench_ultra/image', reliable)
 
     configs: dict[str, object] = {}

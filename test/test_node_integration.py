@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import array
 import signal
+import time
 
 import pytest
 
@@ -115,6 +116,20 @@ def test_detects_bus_and_people_with_label_info(harness, bus_msg):
     for det in result.detections:
         assert det.header.frame_id == bus_msg.header.frame_id
         assert 0.25 < det.results[0].hypothesis.score <= 1.0
+
+
+def test_answers_carry_their_dds_arrival_times(harness, bus_msg):
+    """The client records when DDS delivered each answer and when its callback ran."""
+    assert harness.send(bus_msg) is not None  # the image connection is up
+    bus_msg.header.frame_id = 'arrival'
+    start = time.time_ns()
+    harness.images.publish(bus_msg)
+    got = harness.detections.get_stamped(
+        20.0, lambda m: m.header.frame_id == bus_msg.header.frame_id)
+    end = time.time_ns()
+    assert got is not None
+    arrival, _ = got
+    assert start < arrival.received_ns <= arrival.callback_ns < end
 
 
 def test_confidence_threshold_applies_to_next_frame(harness, bus_msg):

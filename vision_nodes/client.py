@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,6 +29,7 @@ from rcl_interfaces.srv import DescribeParameters, GetParameters, SetParameters
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
+from rclpy.subscription import Subscription
 
 _TRANSITIONS = {
     'configure': Transition.TRANSITION_CONFIGURE,
@@ -111,6 +113,17 @@ class NodeProcess:
         return self.process.returncode
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """When a message reached this process, in system-clock nanoseconds (``time.time_ns()``)."""
+
+    #: DDS delivered it to the reader (the middleware's ``received_timestamp``; on rclpy
+    #: before Jazzy, which passes no message info, the callback time).
+    received_ns: int
+    #: This process's executor ran the subscription callback.
+    callback_ns: int
+
+
 class MessageQueue:
     """Messages received on one topic, for waiting on in a test or script."""
 
@@ -118,7 +131,11 @@ class MessageQueue:
         self._items: queue.Queue = queue.Queue()
 
     def _put(self, msg) -> None:
-        self._items.put((time.monotonic(), msg))
+        now = time.time_ns()
+        self._items.put((Arrival(now, now), msg))
+
+    def _put_with_info(self, msg, info) -> None:
+        self._items.put((Arrival(info['received_timestamp'], time.time_ns()), msg))
 
     def get(self, timeout: float = 10.0, predicate: Callable[[Any], bool] | None = None):
         """Return the next message (matching ``predicate``), or None after ``timeout`` seconds."""
@@ -126,8 +143,9 @@ class MessageQueue:
         return None if stamped is None else stamped[1]
 
     def get_stamped(self, timeout: float = 10.0,
-                    predicate: Callable[[Any], bool] | None = None) -> tuple[float, Any] | None:
-        """Like :meth:`get`, with the ``time.monotonic()`` at which the message was received."""
+                    predicate: Callable[[Any], bool] | None = None
+                    ) -> tuple[Arrival, Any] | None:
+        """Like :meth:`get`, with the message's :class:`Arrival` times."""
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -234,7 +252,11 @@ class VisionNodeClient:
     def subscribe(self, msg_type, topic: str, qos: QoSProfile | int = 10) -> MessageQueue:
         """Subscribe and collect messages into a :class:`MessageQueue`."""
         received = MessageQueue()
-        self.node.create_subscription(msg_type, topic, received._put, qos)
+        # rclpy passes message info (with the DDS reception time) to two-argument callbacks
+        # since Jazzy; it decides by the callback's signature.
+        callback = received._put_with_info if hasattr(Subscription, 'CallbackType') \
+            else received._put
+        self.node.create_subscription(msg_type, topic, callback, qos)
         return received
 
     def publisher(self, msg_type, topic: str, qos: QoSProfile | int = 10):
