@@ -16,7 +16,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith('linux'),
                                 reason='glibc allocator settings apply to Linux only')
 
 # A frame passes through several frame-sized buffers that are alive at once (serialised
-# message, message, canvas, tensor...) and then freed together. Report page faults per frame.
+# message, message, resized image, tensor...) and then freed together. Report page faults
+# per frame.
 _PROBE = r'''
 import json, os, resource, sys
 import numpy as np
