@@ -214,7 +214,6 @@ def main(argv: list[str] | None = None) -> int:
         if not wait_for(lambda pub=pub: pub.get_subscription_count() > 0, 60.0):
             raise RuntimeError(f'nothing subscribed to the {key} image topic')
 
-    samples: dict[str, list[float]] = {k: [] for k in configs}
     by_round: dict[str, list[list[float]]] = {k: [[] for _ in range(args.rounds)]
                                               for k in configs}
     seq = 0
@@ -238,7 +237,6 @@ def main(argv: list[str] | None = None) -> int:
                     fn()
                     elapsed = time.perf_counter() - start
                 if round_index and frame:
-                    samples[label].append(elapsed)
                     by_round[label][round_index - 1].append(elapsed)
 
     for backend in args.backends:
@@ -251,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         ultra_proc.terminate()
         ultra_proc.wait()
 
+    samples = {k: [x for frames in rounds for x in frames] for k, rounds in by_round.items()}
     med = {k: _median_ms(v) for k, v in samples.items()}
     width = max(len(k) for k in med)
     print(f"\n{'configuration':<{width}}  median ms   p90 ms")
@@ -260,13 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f'\nnode paths end at DDS delivery to this process; its executor then took '
           f'{_median_ms(wakeups):.2f} ms (median) more to run the callback, not counted')
     print(f'\nratios (paired by round: median of {args.rounds} rounds [95 % interval]):')
-    width = 38
 
     def show(name: str, num: str, den: str, limit: float | None = None,
              strict: bool = False) -> None:
         ratio = paired_ratio(by_round[num], by_round[den])
         aim = f'   {verdict(ratio, limit, strict)}' if limit is not None else ''
-        print(f'  {name:<{width}} = {ratio}{aim}')
+        print(f'  {name:<38} = {ratio}{aim}')
 
     if args.rounds < 10:
         print('  (fewer than 10 rounds: the intervals are rough)')
