@@ -36,8 +36,8 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'vision_node = vision_nodes.node:main',
-            'vision_nodes_demo = vision_nodes.demo:main',
+            'vision_node = vision_nodes.ros.node:main',
+            'vision_nodes_demo = vision_nodes.tools.demo:main',
         ],
     },
 )

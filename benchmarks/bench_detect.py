@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault('YOLO_OFFLINE', '1')
     os.environ.setdefault('YOLO_CONFIG_DIR', tempfile.mkdtemp(prefix='bench_yolo_'))
 
-    from vision_nodes.allocator import keep_freed_buffers
+    from vision_nodes.platform.allocator import keep_freed_buffers
     # The same allocator settings as vision_node's, so the in-process configurations (bare
     # runner, pipeline, Ultralytics predict) get the same benefit as the node.
     keep_freed_buffers()
@@ -117,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     from sensor_msgs.msg import Image
     from vision_msgs.msg import Detection2DArray
 
-    from vision_nodes.client import NodeProcess, VisionNodeClient, wait_for
-    from vision_nodes.demo import bundled_images
-    from vision_nodes.image_conversion import numpy_to_image
+    from vision_nodes.tools.client import NodeProcess, VisionNodeClient, wait_for
+    from vision_nodes.tools.demo import bundled_images
+    from vision_nodes.ros.image_input import numpy_to_image
     from vision_nodes.manifest import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tasks.detect import DetectionParams
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_ultralytics and 'onnx' in pipelines:
         import subprocess
 
-        from vision_nodes.models import import_ultralytics
+        from vision_nodes.loaders.ultralytics import import_ultralytics
 
         onnx_path = str(pipelines['onnx'].runner.model_path)
         ultra = import_ultralytics().YOLO(onnx_path, task='detect')

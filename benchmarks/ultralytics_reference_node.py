@@ -20,8 +20,8 @@ from sensor_msgs.msg import Image
 from ultralytics import YOLO
 from vision_msgs.msg import Detection2D, Detection2DArray, ObjectHypothesisWithPose
 
-from vision_nodes.allocator import keep_freed_buffers
-from vision_nodes.image_conversion import image_to_numpy
+from vision_nodes.platform.allocator import keep_freed_buffers
+from vision_nodes.ros.image_input import image_to_numpy
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ Parameters: the launch defaults (model depth_anything_v2_small, backend onnx), t
 arguments that are given; later ones win.
 """
 
-from vision_nodes.launch_helpers import Output, vision_launch_description
+from vision_nodes.ros.launch_description import Output, vision_launch_description
 
 
 def generate_launch_description():

@@ -12,7 +12,8 @@ launch defaults (model yolov8n, backend onnx) apply only where neither sets a va
 once configured; a failed configure is logged and leaves the node up, unconfigured.
 """
 
-from vision_nodes.launch_helpers import Output, package_share_file, vision_launch_description
+from vision_nodes.ros.launch_description import (Output, package_share_file,
+                                                 vision_launch_description)
 
 
 def generate_launch_description():

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith('linux'),
 _PROBE = r'''
 import json, os, resource, sys
 import numpy as np
-from vision_nodes.allocator import keep_freed_buffers, release_freed_memory
+from vision_nodes.platform.allocator import keep_freed_buffers, release_freed_memory
 applied = keep_freed_buffers() if sys.argv[1] == 'tuned' else False
 frame = 1080 * 810 * 3
 

@@ -1,4 +1,4 @@
-"""Tests for vision_nodes.cache: keys, hits and misses, atomic publish, corruption, locking."""
+"""vision_nodes.artifacts.cache: keys, hits and misses, atomic publish, corruption, locking."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from typing import Callable
 
 import pytest
 
-from vision_nodes.cache import ENTRY_FILE, CacheError, EngineCache, cache_key, file_sha256
-from vision_nodes.export import onnx_cache_fields
+from vision_nodes.artifacts.cache import (ENTRY_FILE, CacheError, EngineCache, cache_key,
+                                          file_sha256)
+from vision_nodes.artifacts.onnx_export import onnx_cache_fields
 from vision_nodes.manifest import parse_manifest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -233,7 +234,7 @@ WORKER = textwrap.dedent('''
     import time
     from pathlib import Path
 
-    from vision_nodes.cache import EngineCache
+    from vision_nodes.artifacts.cache import EngineCache
 
     root, counter, start_at = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
 

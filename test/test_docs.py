@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vision_nodes.params import PARAMS
+from vision_nodes.ros.params import PARAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 

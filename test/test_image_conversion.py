@@ -1,4 +1,4 @@
-"""Tests for vision_nodes.image_conversion: sensor_msgs/Image <-> NumPy without cv_bridge."""
+"""Tests for vision_nodes.ros.image_input: sensor_msgs/Image <-> NumPy without cv_bridge."""
 
 from __future__ import annotations
 
@@ -8,13 +8,8 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import Image
 
-from vision_nodes.image_conversion import (
-    COLOR_ENCODINGS,
-    ImageConversionError,
-    image_to_numpy,
-    numpy_to_image,
-    to_rgb,
-)
+from vision_nodes.images import COLOR_ENCODINGS, ImageConversionError, to_rgb
+from vision_nodes.ros.image_input import image_to_numpy, numpy_to_image
 
 # encoding -> (dtype, channels), written out independently of vision_nodes.ENCODINGS.
 ROUND_TRIP_CASES: dict[str, tuple[type, int]] = {

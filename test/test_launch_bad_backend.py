@@ -39,7 +39,7 @@ except ImportError:
 
 import rclpy  # noqa: E402
 
-from vision_nodes.client import VisionNodeClient, wait_for  # noqa: E402
+from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
 NODE = '/vision_node'

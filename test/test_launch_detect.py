@@ -60,7 +60,7 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile,  # noqa: E40
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
-from vision_nodes.client import VisionNodeClient, wait_for  # noqa: E402
+from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
 NODE = '/vision_node'
@@ -120,7 +120,7 @@ def bus_image() -> Image:
     import cv2
     import ultralytics
 
-    from vision_nodes.image_conversion import numpy_to_image
+    from vision_nodes.ros.image_input import numpy_to_image
 
     path = Path(ultralytics.__file__).parent / 'assets' / 'bus.jpg'
     bgr = cv2.imread(str(path))

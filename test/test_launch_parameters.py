@@ -1,10 +1,11 @@
 """Which value wins when a launch file, a parameters file and launch arguments all set one.
 
-:func:`vision_nodes.launch_helpers.node_parameters` builds the node's ``parameters`` entries;
-launch_ros turns each into one ``--params-file`` argument, in order, a dict as a file keyed by
-the node's full name. These tests need neither ``launch`` nor ``launch_ros``: they hand the
-entries to a real ``VisionNode`` the same way and read back the values rclpy gives it, for a
-parameters file keyed ``/**`` (as config/detect.yaml) and one keyed by the node's name.
+:func:`vision_nodes.ros.launch_description.node_parameters` builds the node's
+``parameters`` entries; launch_ros turns each into one ``--params-file`` argument, in order,
+a dict as a file keyed by the node's full name. These tests need neither ``launch`` nor
+``launch_ros``: they hand the entries to a real ``VisionNode`` the same way and read back the
+values rclpy gives it, for a parameters file keyed ``/**`` (as config/detect.yaml) and one
+keyed by the node's name.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import pytest
 import rclpy
 import yaml
 
-from vision_nodes.launch_helpers import DEFAULT_BACKEND, OVERRIDABLE, node_parameters
-from vision_nodes.node import VisionNode
+from vision_nodes.ros.launch_description import DEFAULT_BACKEND, OVERRIDABLE, node_parameters
+from vision_nodes.ros.node import VisionNode
 
 NO_ARGUMENTS = {name: '' for name in OVERRIDABLE}
 NODE = 'launch_parameters_probe'

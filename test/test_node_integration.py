@@ -19,9 +19,9 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
-from vision_nodes.client import (NodeProcess, VisionNodeClient,  # noqa: E402
-                                 publish_until_answered, wait_for)
-from vision_nodes.image_conversion import numpy_to_image  # noqa: E402
+from vision_nodes.tools.client import (NodeProcess, VisionNodeClient,  # noqa: E402
+                                       publish_until_answered, wait_for)
+from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
 
 PERSON, BUS = '0', '5'
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
@@ -276,8 +276,8 @@ def test_configure_cleanup_cycles_free_model_memory(model_dir, engine_cache_dir)
     """cleanup releases the ONNX Runtime session; repeated cycles do not grow the process."""
     # Export first (in this process), so the node process only ever loads ONNX Runtime: a
     # process that imported torch to export keeps freed memory in its heap.
-    from vision_nodes.cache import EngineCache
-    from vision_nodes.export import ensure_onnx
+    from vision_nodes.artifacts.cache import EngineCache
+    from vision_nodes.artifacts.onnx_export import ensure_onnx
     from vision_nodes.manifest import resolve_manifest
 
     manifest = resolve_manifest('yolov8n')

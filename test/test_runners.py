@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vision_nodes import backends
-from vision_nodes.backends import (AUTO_PRIORITY, BACKEND_MAP, auto_candidates,
-                                   check_supported, create_runner, runner_class)
-from vision_nodes.cache import EngineCache
+from vision_nodes.runners import registry
+from vision_nodes.runners.registry import (AUTO_PRIORITY, BACKEND_MAP, auto_candidates,
+                                           check_supported, create_runner, runner_class)
+from vision_nodes.artifacts.cache import EngineCache
 from vision_nodes.manifest import KNOWN_BACKENDS, resolve_manifest
-from vision_nodes.models import ModelLoadError
+from vision_nodes.loaders import ModelLoadError
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 
 ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
@@ -80,7 +80,7 @@ def test_auto_falls_back_when_a_backend_fails_to_load(manifest, config, monkeypa
         raise RunnerError('simulated failure')
 
     monkeypatch.setattr(onnx_cls, '_load', broken_load)
-    monkeypatch.setattr(backends, 'AUTO_PRIORITY', ('onnx', 'cpu'))
+    monkeypatch.setattr(registry, 'AUTO_PRIORITY', ('onnx', 'cpu'))
     pytest.importorskip('torch')
     log = []
     runner = create_runner(replace(config, backend='auto'), log.append)
@@ -232,9 +232,9 @@ def test_onnx_deployment_needs_neither_torch_nor_ultralytics(config, assets, tmp
 
 _THREADS_PROBE = r'''
 import json, os, sys
-from vision_nodes.demo import bundled_images
+from vision_nodes.tools.demo import bundled_images
 images = bundled_images()
-from vision_nodes.models import import_ultralytics
+from vision_nodes.loaders.ultralytics import import_ultralytics
 import_ultralytics()
 import torch
 print(json.dumps({'images': len(images), 'torch_threads': torch.get_num_threads(),

@@ -12,8 +12,8 @@ from typing import Callable
 
 import numpy as np
 
-from .backends import create_runner
-from .cache import EngineCache, default_cache_dir
+from .runners.registry import create_runner
+from .artifacts.cache import EngineCache, default_cache_dir
 from .manifest import ModelManifest
 from .runners.base import Runner, RunnerConfig
 from .tasks import Task, create_task

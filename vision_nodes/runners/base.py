@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..allocator import release_freed_memory
-from ..cache import EngineCache
+from ..platform.allocator import release_freed_memory
+from ..artifacts.cache import EngineCache
 from ..manifest import ModelManifest
 
 PRECISIONS = ('fp32', 'fp16', 'int8')

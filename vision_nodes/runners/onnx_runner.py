@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ..export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
-from ..models import check_weights
+from ..artifacts.onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
+from ..loaders import check_weights
 from .base import Runner, RunnerConfig, RunnerError
 
 #: Short names accepted by the ``execution_provider`` parameter.

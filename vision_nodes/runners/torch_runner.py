@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..models import load_torch_module
+from ..loaders import load_torch_module
 from .base import Runner, RunnerConfig, RunnerError
 
 

@@ -1,9 +1,7 @@
 """The detection task: YOLO-style raw output → boxes, scores and class ids in source pixels.
 
-Decoding is vectorised NumPy. Non-maximum suppression is *exact* greedy NMS computed as a
-fixed point over the IoU matrix of the candidates (Cluster-NMS, Zheng et al. 2021): a box is
-kept iff no kept, higher-scoring box of the same class overlaps it by more than ``iou``.
-Each iteration is one matrix operation; there is no per-box Python loop.
+Decoding is vectorised NumPy; classes are separated for NMS by offsetting their boxes, and
+NMS itself (exact greedy, see :mod:`.nms`) is batched over all classes at once.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..manifest import ModelManifest
+from .nms import nms
 from .preprocess import LetterboxMeta, prepare
 
 #: Offset that separates classes for batched NMS (larger than any image side).
@@ -55,68 +54,6 @@ def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
     out[:, 0:2] = xywh[:, 0:2] - half
     out[:, 2:4] = xywh[:, 0:2] + half
     return out
-
-
-def pairwise_iou(boxes: np.ndarray, others: np.ndarray | None = None) -> np.ndarray:
-    """(N, 4) xyxy vs (M, 4) xyxy (default: the same boxes) → (N, M) IoU matrix."""
-    others = boxes if others is None else others
-    area_a = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    area_b = (others[:, 2] - others[:, 0]) * (others[:, 3] - others[:, 1])
-    iw = (np.minimum(boxes[:, None, 2], others[None, :, 2])
-          - np.maximum(boxes[:, None, 0], others[None, :, 0]))
-    ih = (np.minimum(boxes[:, None, 3], others[None, :, 3])
-          - np.maximum(boxes[:, None, 1], others[None, :, 1]))
-    inter = np.clip(iw, 0, None) * np.clip(ih, 0, None)
-    union = area_a[:, None] + area_b[None, :] - inter
-    return inter / np.maximum(union, np.finfo(np.float32).tiny)
-
-
-def _cluster_keep(overlap: np.ndarray, allowed: np.ndarray) -> np.ndarray:
-    """Greedy keep mask of score-sorted boxes, as the fixed point of one matrix rule.
-
-    ``overlap[i, j]``: box i overlaps box j beyond the threshold. Box j is kept iff it is
-    ``allowed`` and no kept box ranked above it overlaps it.
-    """
-    suppresses = np.triu(overlap, k=1)
-    keep = allowed.copy()
-    for _ in range(keep.shape[0]):
-        new_keep = allowed & ~(suppresses & keep[:, None]).any(axis=0)
-        if np.array_equal(new_keep, keep):
-            break
-        keep = new_keep
-    return keep
-
-
-def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
-        max_keep: int | None = None, chunk: int = 512) -> np.ndarray:
-    """Exact greedy NMS; returns kept indices ordered by descending score.
-
-    Whether a box survives depends only on boxes ranked above it, so candidates are processed
-    in score-ordered chunks: each chunk is first checked against the boxes already kept, then
-    resolved among itself. Work stops once ``max_keep`` boxes are kept (the result equals the
-    full NMS cut to ``max_keep``). Memory stays O(chunk²), not O(N²).
-    """
-    if boxes.shape[0] == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.argsort(-scores, kind='stable')
-    ranked = boxes[order]
-    limit = order.shape[0] if max_keep is None else max_keep
-    kept: list[np.ndarray] = []
-    kept_boxes = np.zeros((0, 4), dtype=ranked.dtype)
-    count = 0
-    for start in range(0, order.shape[0], chunk):
-        block = ranked[start:start + chunk]
-        allowed = np.ones(block.shape[0], dtype=bool)
-        if kept_boxes.shape[0]:
-            allowed = ~(pairwise_iou(block, kept_boxes) > iou_threshold).any(axis=1)
-        keep = _cluster_keep(pairwise_iou(block) > iou_threshold, allowed)
-        idx = np.flatnonzero(keep)
-        kept.append(order[start + idx])
-        kept_boxes = np.concatenate([kept_boxes, block[idx]])
-        count += idx.shape[0]
-        if count >= limit:
-            break
-    return np.concatenate(kept)[:limit]
 
 
 def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None = None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..image_conversion import ImageConversionError, rgb_channels
+from ..images import ImageConversionError, rgb_channels
 from ..manifest import Preprocessing
 
 

@@ -1,8 +1,7 @@
-"""Loading PyTorch modules from weights files, per manifest ``architecture``.
+"""Ultralytics weights (``.pt`` checkpoints) → a PyTorch module, offline and quietly.
 
-Only this module (and the PyTorch runner and the exporter that call it) imports torch and
-ultralytics, and only when called: a runtime-only deployment (ONNX Runtime, OpenVINO) never
-imports them.
+Only this module imports ``ultralytics``, and only when called: a runtime-only deployment
+(ONNX Runtime, OpenVINO) never imports it.
 """
 
 from __future__ import annotations
@@ -11,11 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .manifest import ModelManifest
-
-
-class ModelLoadError(RuntimeError):
-    """Weights that cannot be loaded (missing file, missing package, wrong format)."""
+from ..manifest import ModelManifest
+from .common import ModelLoadError, check_weights
 
 
 def _quiet_offline_ultralytics(cache_dir: Path | None) -> None:
@@ -48,23 +44,10 @@ def import_ultralytics() -> Any:
     return ultralytics
 
 
-def check_weights(path: Path) -> Path:
-    """Raise a clear error when the weights file is absent."""
-    if not path.is_file():
-        raise ModelLoadError(
-            f"weights file '{path}' not found (set the `model_dir` parameter or "
-            'VISION_NODES_MODEL_DIR, or give an absolute `weights` path in the manifest)')
-    return path
-
-
-def load_torch_module(manifest: ModelManifest, weights: Path,
-                      cache_dir: Path | None = None) -> tuple[Any, list[str] | None]:
+def load_ultralytics(manifest: ModelManifest, weights: Path,
+                     cache_dir: Path | None = None) -> tuple[Any, list[str] | None]:
     """Return ``(module in eval mode on the CPU, labels or None)`` for the manifest's weights."""
     check_weights(weights)
-    if manifest.architecture != 'ultralytics':
-        raise ModelLoadError(
-            f"architecture '{manifest.architecture}' has no PyTorch loader "
-            "(PyTorch backends need 'ultralytics' weights)")
     _quiet_offline_ultralytics(cache_dir)
     try:
         YOLO = import_ultralytics().YOLO

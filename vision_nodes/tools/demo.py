@@ -26,9 +26,9 @@ from sensor_msgs.msg import Image
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from .client import NodeProcess, VisionNodeClient, publish_until_answered
-from .image_conversion import numpy_to_image
-from .manifest import resolve_manifest
-from .models import import_ultralytics
+from ..ros.image_input import numpy_to_image
+from ..manifest import resolve_manifest
+from ..loaders.ultralytics import import_ultralytics
 
 
 def bundled_images() -> list[Path]:

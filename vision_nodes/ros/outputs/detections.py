@@ -1,14 +1,11 @@
-"""Decoded results → ROS messages (vision_msgs), as message objects or as serialised bytes."""
+"""Detections → ``vision_msgs/Detection2DArray``, as a message object or as serialised bytes."""
 
 from __future__ import annotations
 
-from typing import Sequence
-
-from vision_msgs.msg import (Detection2D, Detection2DArray, LabelInfo,
-                             ObjectHypothesisWithPose, VisionClass)
+from vision_msgs.msg import Detection2D, Detection2DArray, ObjectHypothesisWithPose
 
 from .cdr import encode_detection2d_array
-from .tasks.detect import Detections
+from ...tasks.detect import Detections
 
 
 def detections_to_msg(dets: Detections, header) -> Detection2DArray:
@@ -42,23 +39,8 @@ def detections_to_msg(dets: Detections, header) -> Detection2DArray:
 def detections_to_cdr(dets: Detections, header) -> bytes:
     """Serialise :func:`detections_to_msg`'s message to CDR bytes for ``Publisher.publish``.
 
-    Encoded with NumPy (see :mod:`vision_nodes.cdr`): about 0.1 ms for 5 detections and
+    Encoded with NumPy (see :mod:`.cdr`): about 0.1 ms for 5 detections and
     0.3 ms for 300, where building and publishing the message objects takes 0.14 and 7.5 ms.
     """
     return encode_detection2d_array(header.stamp.sec, header.stamp.nanosec, header.frame_id,
                                     dets.boxes, dets.scores, dets.class_ids)
-
-
-def label_info_msg(labels: Sequence[str], header, threshold: float) -> LabelInfo:
-    """Build the LabelInfo mapping class ids to names."""
-    msg = LabelInfo()
-    msg.header = header
-    msg.threshold = float(threshold)
-    classes = []
-    for index, name in enumerate(labels):
-        entry = VisionClass()
-        entry.class_id = index
-        entry.class_name = name
-        classes.append(entry)
-    msg.class_map = classes
-    return msg

@@ -12,9 +12,9 @@ from typing import Any
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
 
-from .backends import BACKEND_CHOICES
-from .runners.base import PRECISIONS
-from .runners.onnx_runner import EXECUTION_PROVIDERS
+from ..runners.registry import BACKEND_CHOICES
+from ..runners.base import PRECISIONS
+from ..runners.onnx_runner import EXECUTION_PROVIDERS
 
 QOS_RELIABILITY = ('best_effort', 'reliable')
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from .backends import BACKEND_CHOICES
+from ..runners.registry import BACKEND_CHOICES
 
 PACKAGE = 'vision_nodes'
 EXECUTABLE = 'vision_node'

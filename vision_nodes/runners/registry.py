@@ -10,8 +10,8 @@ import importlib
 from dataclasses import replace
 from typing import Callable
 
-from .manifest import KNOWN_BACKENDS, ModelManifest
-from .runners.base import Runner, RunnerConfig, RunnerError
+from ..manifest import KNOWN_BACKENDS, ModelManifest
+from .base import Runner, RunnerConfig, RunnerError
 
 #: name → (module, class). ``None`` marks a backend name that is reserved but not built yet.
 BACKEND_MAP: dict[str, tuple[str, str] | None] = {

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .cache import CacheEntry, EngineCache, file_sha256
-from .manifest import ModelManifest
-from .models import check_weights, load_torch_module
+from ..manifest import ModelManifest
+from ..loaders import check_weights, load_torch_module
 
 #: Bump whenever the exported graph would change for the same inputs.
 EXPORTER_VERSION = 1

@@ -32,16 +32,18 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from .allocator import keep_freed_buffers
-from .cache import CacheError
-from .image_conversion import ImageConversionError, image_to_numpy
-from .manifest import ManifestError, resolve_manifest
-from .messages import detections_to_cdr, label_info_msg
-from .models import ModelLoadError
+from ..platform.allocator import keep_freed_buffers
+from ..artifacts.cache import CacheError
+from ..images import ImageConversionError
+from .image_input import image_to_numpy
+from ..manifest import ManifestError, resolve_manifest
+from .outputs.detections import detections_to_cdr
+from .outputs.label_info import label_info_msg
+from ..loaders import ModelLoadError
 from .params import PARAMS, SPECS, validate
-from .pipeline import Pipeline, build_pipeline
-from .runners.base import RunnerError
-from .tasks.detect import DetectionParams
+from ..pipeline import Pipeline, build_pipeline
+from ..runners.base import RunnerError
+from ..tasks.detect import DetectionParams
 
 #: Errors with a clear message of their own: logged without a traceback.
 EXPECTED_ERRORS = (ManifestError, RunnerError, ModelLoadError, CacheError, ValueError,

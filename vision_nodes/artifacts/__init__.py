@@ -1,0 +1,1 @@
+"""Exported artifacts: the content-addressed engine cache and the conversion chain."""

@@ -1,0 +1,1 @@
+"""The ROS 2 layer: the only part of vision_nodes that imports rclpy or ROS messages."""

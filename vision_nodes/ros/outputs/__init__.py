@@ -1,0 +1,1 @@
+"""Results → ROS messages, one file per kind of output."""
