@@ -6,13 +6,17 @@ from setuptools import find_packages, setup
 
 package_name = 'vision_nodes'
 
-# Dependency groups: a runtime-only deployment installs `onnx` (or, later, `openvino`) and
-# never needs torch or ultralytics. On a ROS install these come from rosdep/apt instead.
-RUNTIME = ['numpy>=1.22', 'PyYAML>=5.4', 'opencv-python-headless>=4.6']
+# Dependency groups: a runtime-only deployment installs `onnx` or `openvino` and never needs
+# torch or ultralytics. On a ROS install these come from rosdep/apt instead.
+RUNTIME = ['numpy>=1.22', 'PyYAML>=5.4', 'opencv-python-headless>=4.6', 'simplejpeg>=1.7']
 extras = {
     'onnx': RUNTIME + ['onnxruntime>=1.17'],
+    # ONNX Runtime builds with GPU / OpenVINO execution providers (install one ONNX Runtime).
+    'onnx-gpu': RUNTIME + ['onnxruntime-gpu>=1.17'],
+    'onnx-openvino': RUNTIME + ['onnxruntime-openvino>=1.17'],
+    'openvino': RUNTIME + ['openvino>=2024.0', 'nncf>=2.10'],
     'torch': RUNTIME + ['torch>=2.1', 'torchvision', 'ultralytics>=8.3', 'onnx>=1.15',
-                        'onnxslim>=0.1.30', 'onnxruntime>=1.17'],
+                        'onnxslim>=0.1.30', 'onnxruntime>=1.17', 'transformers>=4.45'],
     'test': ['pytest<9', 'flake8', 'pydocstyle'],
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make (or refresh) the project's Python venv from the project's own files:
-# ROS 2 kilted PyPI wheels, vision_msgs built from interfaces/, torch + ultralytics + ONNX
-# Runtime, the test tools, and this package (editable).
+# ROS 2 kilted PyPI wheels, vision_msgs built from interfaces/, ONNX Runtime, OpenVINO + NNCF,
+# torch + ultralytics + transformers, the test tools, and this package (editable).
 #
 # Usage: scripts/setup_env.sh            (venv at ./.venv, or $VISION_NODES_VENV)
 #        PYTHON=/path/to/python3.11 scripts/setup_env.sh
@@ -16,7 +16,8 @@ PYTHON="${PYTHON:-python3.11}"
 LOG_DIR="$ROOT/build"
 LOG="$LOG_DIR/setup_env.log"
 STAMP="$VENV/.vision_nodes_env.sha256"
-REQS=(requirements/ros.txt requirements/runtime.txt requirements/torch.txt requirements/test.txt)
+REQS=(requirements/ros.txt requirements/runtime.txt requirements/openvino.txt requirements/torch.txt
+      requirements/test.txt)
 
 mkdir -p "$LOG_DIR"
 cd "$ROOT"
@@ -38,7 +39,8 @@ want_hash="$(cat "${REQS[@]}" setup.py | sha256sum | cut -d' ' -f1)"
 py="$VENV/bin/python"
 
 if [[ -x "$py" && -f "$STAMP" && "$(cat "$STAMP")" == "$want_hash" ]] &&
-   "$py" -c 'import rclpy, onnxruntime, torch, ultralytics, vision_nodes' >/dev/null 2>&1; then
+   "$py" -c 'import rclpy, onnxruntime, openvino, torch, ultralytics, vision_nodes' \
+     >/dev/null 2>&1; then
   echo "setup_env: environment up to date ($VENV)"
 else
   : > "$LOG"
@@ -49,7 +51,7 @@ else
   pip_install() {
     "$py" -m pip install --disable-pip-version-check -q "$@" >>"$LOG" 2>&1
   }
-  echo "setup_env: installing ROS 2 wheels, ONNX Runtime, torch, ultralytics (log: $LOG)"
+  echo "setup_env: installing ROS 2 wheels, ONNX Runtime, OpenVINO, torch, ultralytics (log: $LOG)"
   pip_install --upgrade pip setuptools wheel || fail "pip upgrade failed"
   for req in "${REQS[@]}"; do
     pip_install -r "$req" || fail "pip install -r $req failed"
@@ -64,7 +66,7 @@ if [[ ! -f "$STAMP" ]]; then
   echo "setup_env: installing vision_nodes (editable)"
   "$py" -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation \
     -e "$ROOT" >>"$LOG" 2>&1 || fail "pip install -e . failed"
-  "$py" -c 'import rclpy, vision_msgs.msg, onnxruntime, torch, ultralytics, vision_nodes' \
+  "$py" -c 'import rclpy, vision_msgs.msg, onnxruntime, openvino, torch, ultralytics, vision_nodes' \
     >>"$LOG" 2>&1 || fail "the environment does not import"
   echo "$want_hash" > "$STAMP"
   echo "setup_env: ready ($VENV)"

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vision_nodes.ros.params import PARAMS
+from vision_nodes.ros.params import PARAMS as NODE_PARAMS
+from vision_nodes.tasks.detect import DetectionTask
+
+PARAMS = NODE_PARAMS + DetectionTask.params
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -62,6 +62,9 @@ class ModelManifest:
     preprocessing: Preprocessing = field(default_factory=Preprocessing)
     labels: tuple[str, ...] | None = None  # None: read the names from the weights
     thresholds: Thresholds = field(default_factory=Thresholds)
+    #: Rect inference: where the runtime allows it, a letterboxed model runs at the smallest
+    #: stride multiple that holds the camera's aspect ratio instead of the full input_size.
+    rect: bool = True
     source: Path | None = None
 
     def weights_path(self, model_dir: str | os.PathLike | None = None) -> Path:
@@ -79,7 +82,7 @@ class ModelManifest:
 
 
 _TOP_KEYS = {'name', 'task', 'weights', 'architecture', 'input_size', 'backends',
-             'preprocessing', 'labels', 'thresholds'}
+             'preprocessing', 'labels', 'thresholds', 'rect'}
 _REQUIRED = ('name', 'task', 'weights', 'input_size', 'backends')
 
 
@@ -239,6 +242,7 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         preprocessing=_parse_preprocessing(source, data.get('preprocessing')),
         labels=labels_t,
         thresholds=_parse_thresholds(source, data.get('thresholds')),
+        rect=_expect(source, 'rect', data.get('rect', True), bool, 'true or false'),
         source=path)
 
 

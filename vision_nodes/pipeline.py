@@ -1,38 +1,69 @@
-"""The ROS-free core: manifest + backend → loaded runner + task, and image → results.
+"""The ROS-free core: manifests + backend → loaded models, and image → results.
 
-The node, the demo and the benchmark all go through :func:`build_pipeline` and
-:meth:`Pipeline.process`, so there is one code path from image to decoded results.
+A :class:`ModelPipeline` is one model: its task (pre/post-processing) and its runner (the
+network). A :class:`Pipeline` is the models one node runs on one global runtime: they share
+the backend, chosen for all of them at once. The node, the demo and the benchmark all go
+through here, so there is one code path from image to results.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .runners.registry import create_runner
 from .artifacts.cache import EngineCache, default_cache_dir
 from .manifest import ModelManifest
-from .runners.base import Runner, RunnerConfig
+from .runners.base import Runner, RunnerConfig, RunnerError
+from .runners.registry import backend_report, check_supported, create_runner
 from .tasks import Task, create_task
-from .tasks.detect import DetectionParams, Detections
+from .tasks.preprocess import rect_shape
+
+Log = Callable[[str], None]
+
+
+def _no_log(_: str) -> None:
+    pass
 
 
 @dataclass
-class Pipeline:
+class ModelPipeline:
     """A loaded model: its task (pre/post-processing) and its runner (the network)."""
 
     manifest: ModelManifest
     runner: Runner
     task: Task
     labels: list[str]
+    #: Input shape (height, width) per source resolution, for rect inference.
+    _shapes: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict, repr=False)
+    _prepared: tuple[int, int] | None = field(default=None, repr=False)
 
-    def process(self, image: np.ndarray, encoding: str,
-                params: DetectionParams) -> Detections:
-        """Run one decoded image array through the model; results are in source pixels."""
-        tensor, meta = self.task.preprocess(image, encoding)
+    @property
+    def rect(self) -> bool:
+        """Whether the network input follows the image's aspect ratio (rect inference)."""
+        return (self.manifest.rect and self.manifest.preprocessing.letterbox
+                and self.runner.dynamic_shapes)
+
+    def input_shape(self, source_hw: tuple[int, int]) -> tuple[int, int]:
+        """Network input (height, width) for a source image of ``source_hw``."""
+        if not self.rect:
+            return self.manifest.input_size
+        shape = self._shapes.get(source_hw)
+        if shape is None:
+            if len(self._shapes) >= 16:  # a camera changing resolution all the time
+                self._shapes.clear()
+            shape = self._shapes[source_hw] = rect_shape(source_hw, self.manifest.input_size)
+        return shape
+
+    def process(self, image: np.ndarray, encoding: str, params: Any) -> Any:
+        """Run one decoded image array through the model; results are in source terms."""
+        shape = self.input_shape(image.shape[:2])
+        if shape != self._prepared:
+            self.runner.prepare_shape(shape)
+            self._prepared = shape
+        tensor, meta = self.task.preprocess(image, encoding, shape)
         outputs = self.runner.infer(tensor)
         return self.task.postprocess(outputs, meta, params)
 
@@ -41,16 +72,93 @@ class Pipeline:
         self.runner.unload()
 
 
+@dataclass
+class Pipeline:
+    """Several models on one global runtime (one backend, one precision request)."""
+
+    models: list[ModelPipeline]
+    backend: str
+
+    def process(self, image: np.ndarray, encoding: str, params: Sequence[Any]) -> list[Any]:
+        """Run every model on the same decoded image; ``params[i]`` goes to model ``i``."""
+        return [m.process(image, encoding, p) for m, p in zip(self.models, params)]
+
+    def close(self) -> None:
+        """Unload every model."""
+        for model in self.models:
+            model.close()
+
+
+def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: str | Path,
+            **options: Any) -> RunnerConfig:
+    return RunnerConfig(manifest=manifest, weights=manifest.weights_path(model_dir or None),
+                        backend=backend, cache=EngineCache(cache_dir or default_cache_dir()),
+                        **options)
+
+
+def _model(manifest: ModelManifest, runner: Runner, task: Task) -> ModelPipeline:
+    labels = list(manifest.labels) if manifest.labels else list(runner.labels or [])
+    return ModelPipeline(manifest, runner, task, labels)
+
+
 def build_pipeline(manifest: ModelManifest, backend: str, *, model_dir: str = '',
                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
-                   execution_provider: str = '',
-                   log: Callable[[str], None] = lambda _: None) -> Pipeline:
-    """Create the task, resolve the weights, create and load the runner."""
+                   execution_provider: str = '', calibration_dir: str = '',
+                   log: Log = _no_log) -> ModelPipeline:
+    """Create the task, resolve the weights, create and load the runner (one model)."""
     task = create_task(manifest)
-    config = RunnerConfig(
-        manifest=manifest, weights=manifest.weights_path(model_dir or None), backend=backend,
-        cache=EngineCache(cache_dir or default_cache_dir()), device=device,
-        precision=precision, execution_provider=execution_provider)
-    runner = create_runner(config, log)
-    labels = list(manifest.labels) if manifest.labels else list(runner.labels or [])
-    return Pipeline(manifest, runner, task, labels)
+    config = _config(manifest, backend, model_dir, cache_dir, device=device,
+                     precision=precision, execution_provider=execution_provider,
+                     calibration_dir=calibration_dir, log=log)
+    return _model(manifest, create_runner(config, log), task)
+
+
+def build_pipelines(manifests: Sequence[ModelManifest], backend: str, *, model_dir: str = '',
+                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
+                    execution_provider: str = '', calibration_dir: str = '',
+                    log: Log = _no_log) -> Pipeline:
+    """Load every model on one backend; ``auto`` tries the usable backends best first.
+
+    With ``auto`` a backend is a candidate only if every model supports it and this machine
+    can run it; the log says why each other one was skipped. A candidate on which any model
+    fails to load is given up as a whole (the models already loaded are unloaded) and the next
+    one is tried, so all models always share one backend.
+    """
+    if not manifests:
+        raise ValueError('no model to load')
+    tasks = [create_task(m) for m in manifests]
+    options = dict(device=device, precision=precision, execution_provider=execution_provider,
+                   calibration_dir=calibration_dir, log=log)
+    if backend != 'auto':
+        for manifest in manifests:
+            check_supported(backend, manifest)
+        candidates = [backend]
+    else:
+        report = backend_report(manifests)
+        for name, reason in report.items():
+            if reason is not None:
+                log(f"backend auto: skipping '{name}': {reason}")
+        candidates = [name for name, reason in report.items() if reason is None]
+        if not candidates:
+            raise RunnerError('backend auto found no backend that every model supports on '
+                              'this machine: ' + '; '.join(
+                                  f'{name}: {reason}' for name, reason in report.items()))
+    failures = []
+    for candidate in candidates:
+        loaded: list[ModelPipeline] = []
+        try:
+            for manifest, task in zip(manifests, tasks):
+                config = _config(manifest, candidate, model_dir, cache_dir, **options)
+                loaded.append(_model(manifest, create_runner(config, log), task))
+        except Exception as exc:  # noqa: BLE001 - auto falls back; a named backend re-raises
+            for model in loaded:
+                model.close()
+            if backend != 'auto':
+                raise
+            failures.append(f'{candidate}: {exc}')
+            log(f"backend auto: '{candidate}' failed to load ({exc}); trying the next one")
+            continue
+        if backend == 'auto':
+            log(f"backend auto: chose '{candidate}'")
+        return Pipeline(loaded, candidate)
+    raise RunnerError('backend auto could load no backend: ' + '; '.join(failures))

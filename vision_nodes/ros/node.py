@@ -40,14 +40,17 @@ from ..manifest import ManifestError, resolve_manifest
 from .outputs.detections import detections_to_cdr
 from .outputs.label_info import label_info_msg
 from ..loaders import ModelLoadError
-from .params import PARAMS, SPECS, validate
+from .params import PARAMS, SPECS, descriptor, validate
 from ..pipeline import Pipeline, build_pipeline
 from ..runners.base import RunnerError
-from ..tasks.detect import DetectionParams
+from ..tasks.detect import DetectionParams, DetectionTask
 
 #: Errors with a clear message of their own: logged without a traceback.
 EXPECTED_ERRORS = (ManifestError, RunnerError, ModelLoadError, CacheError, ValueError,
                    ImportError, OSError)
+
+
+_TASK_SPECS = {spec.name: spec for spec in DetectionTask.params}
 
 
 class VisionNode(LifecycleNode):
@@ -55,8 +58,8 @@ class VisionNode(LifecycleNode):
 
     def __init__(self, node_name: str = 'vision_node', **kwargs) -> None:
         super().__init__(node_name, **kwargs)
-        for spec in PARAMS:
-            self.declare_parameter(spec.name, spec.default, spec.descriptor())
+        for spec in PARAMS + DetectionTask.params:
+            self.declare_parameter(spec.name, spec.default, descriptor(spec))
         self._active = False
         # Guards the pipeline and publishers between a frame in flight and a transition; only
         # contended when the node is spun by a multi-threaded executor (main() uses one thread).
@@ -88,10 +91,10 @@ class VisionNode(LifecycleNode):
         """Validate a parameter change; apply live ones to the next frame."""
         updates = {}
         for param in params:
-            spec = SPECS.get(param.name)
+            spec = SPECS.get(param.name) or _TASK_SPECS.get(param.name)
             if spec is None:
                 continue
-            reason = validate(param.name, param.value)
+            reason = validate(param.name, param.value) or spec.validate(param.value)
             if reason:
                 return SetParametersResult(successful=False, reason=reason)
             if self._active and spec.applies == 'reload':

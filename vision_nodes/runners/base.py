@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import gc
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -37,6 +37,10 @@ class RunnerConfig:
     device: str = ''
     precision: str = 'fp32'
     execution_provider: str = ''
+    #: Folder of calibration images for int8 (empty: the manifest's ``calibration_dir``).
+    calibration_dir: str = ''
+    #: Progress and decisions worth a user's eye (the node's ROS log); one line per call.
+    log: Callable[[str], None] = field(default=lambda _: None, compare=False, repr=False)
 
 
 class Runner(ABC):
@@ -51,6 +55,9 @@ class Runner(ABC):
         self.labels: list[str] | None = None
         #: True when the last load found its artifact in the engine cache.
         self.cache_hit: bool | None = None
+        #: True when ``infer`` accepts input shapes other than the manifest's ``input_size``
+        #: (rect inference); set by ``_load`` for runtimes that allow it.
+        self.dynamic_shapes = False
         self._loaded = False
 
     @classmethod
@@ -73,6 +80,18 @@ class Runner(ABC):
     @abstractmethod
     def _load(self) -> None:
         """Backend-specific loading."""
+
+    def prepare_shape(self, shape: tuple[int, int]) -> None:
+        """Get ready for inputs of ``shape`` (height, width) before the first such frame.
+
+        Called by the pipeline whenever the input shape changes (rect inference follows the
+        camera's resolution). Runners whose runtime compiles per shape do it here, so no frame
+        pays for it; the default accepts the manifest's ``input_size`` and, when
+        ``dynamic_shapes`` is set, any other shape.
+        """
+        if tuple(shape) != tuple(self.config.manifest.input_size) and not self.dynamic_shapes:
+            raise RunnerError(f'this runner only takes input shape '
+                              f'{tuple(self.config.manifest.input_size)}, not {tuple(shape)}')
 
     @abstractmethod
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:

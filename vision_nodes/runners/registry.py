@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..manifest import KNOWN_BACKENDS, ModelManifest
 from .base import Runner, RunnerConfig, RunnerError
@@ -68,6 +68,29 @@ def auto_candidates(manifest: ModelManifest) -> list[str]:
     """Backends ``auto`` would try for this manifest, best first."""
     return [b for b in AUTO_PRIORITY
             if b in manifest.backends and BACKEND_MAP.get(b) is not None]
+
+
+def backend_report(manifests: Sequence[ModelManifest]) -> dict[str, str | None]:
+    """For each backend in ``auto`` order: None if every model can run on it here, else why not.
+
+    A backend is usable for a set of models (one global runtime) when every manifest lists
+    it, it has a runner, and this machine has what the runner needs.
+    """
+    report: dict[str, str | None] = {}
+    for backend in AUTO_PRIORITY:
+        missing = [m.name for m in manifests if backend not in m.backends]
+        if missing:
+            report[backend] = f"not supported by model {', '.join(map(repr, missing))}"
+        elif BACKEND_MAP.get(backend) is None:
+            report[backend] = 'no runner in this version'
+        else:
+            report[backend] = runner_class(backend).unavailable_reason(backend)
+    return report
+
+
+def usable_backends(manifests: Sequence[ModelManifest]) -> list[str]:
+    """Backends every model supports and this machine can run, best first."""
+    return [b for b, reason in backend_report(manifests).items() if reason is None]
 
 
 def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: None

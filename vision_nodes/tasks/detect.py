@@ -7,10 +7,12 @@ NMS itself (exact greedy, see :mod:`.nms`) is batched over all classes at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
 from ..manifest import ModelManifest
+from ..param_spec import ParamSpec
 from .nms import nms
 from .preprocess import LetterboxMeta, prepare
 
@@ -83,15 +85,37 @@ def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None 
 class DetectionTask:
     """Pre- and post-processing for 2-D object detection, shared by every runner."""
 
-    name = 'detect'
+    name: ClassVar[str] = 'detect'
+    params: ClassVar[tuple[ParamSpec, ...]] = (
+        ParamSpec('confidence_threshold', 0.25,
+                  'Minimum class score for a detection to be published.',
+                  float_range=(0.0, 1.0), applies='live'),
+        ParamSpec('iou_threshold', 0.45,
+                  'IoU above which non-maximum suppression drops the lower-scoring box of a '
+                  'class.', float_range=(0.0, 1.0), applies='live'),
+        ParamSpec('max_detections', 300, 'Most detections published per image.',
+                  int_range=(1, 10000), applies='live'),
+    )
 
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest
 
-    def preprocess(self, image: np.ndarray, encoding: str
-                   ) -> tuple[np.ndarray, LetterboxMeta]:
-        """Turn a decoded image array into (NCHW float32 tensor, metadata for postprocess)."""
-        return prepare(image, encoding, self.manifest.input_size, self.manifest.preprocessing)
+    def make_params(self, values: Mapping[str, Any]) -> DetectionParams:
+        """Thresholds from parameter values keyed by spec name (missing: the default)."""
+        def value(spec: ParamSpec) -> Any:
+            return values.get(spec.name, spec.default)
+
+        confidence, iou, max_detections = (value(spec) for spec in self.params)
+        return DetectionParams(float(confidence), float(iou), int(max_detections))
+
+    def preprocess(self, image: np.ndarray, encoding: str,
+                   shape: tuple[int, int] | None = None) -> tuple[np.ndarray, LetterboxMeta]:
+        """Turn a decoded image into (NCHW float32 tensor of ``shape``, postprocess metadata).
+
+        ``shape`` (height, width) defaults to the manifest's ``input_size``.
+        """
+        return prepare(image, encoding, shape or self.manifest.input_size,
+                       self.manifest.preprocessing)
 
     def postprocess(self, outputs: list[np.ndarray], meta: LetterboxMeta,
                     params: DetectionParams) -> Detections:

@@ -146,3 +146,19 @@ def prepare(image: np.ndarray, encoding: str, size: tuple[int, int],
             plane[rows, :place.left] = pad[dst]
             plane[rows, place.left + place.width:] = pad[dst]
     return out, meta
+
+
+def rect_shape(source_hw: tuple[int, int], max_hw: tuple[int, int], stride: int = 32
+               ) -> tuple[int, int]:
+    """Smallest (height, width), in multiples of ``stride``, that holds the letterboxed source.
+
+    The source is scaled to fit ``max_hw`` keeping its aspect ratio (as :func:`letterbox`
+    does), then each side is rounded up to the stride: 640 x 480 for a 4:3 camera and
+    384 x 640 for 16:9 when ``max_hw`` is 640 x 640, instead of padding to the full square.
+    """
+    src_h, src_w = source_hw
+    gain = min(max_hw[0] / src_h, max_hw[1] / src_w)
+    height = max(1, int(round(src_h * gain)))
+    width = max(1, int(round(src_w * gain)))
+    return (min(max_hw[0], -(-height // stride) * stride),
+            min(max_hw[1], -(-width // stride) * stride))
