@@ -71,6 +71,24 @@ class CacheEntry:
         """Path of one file inside the entry."""
         return self.path / name
 
+    def read_verified(self, name: str) -> bytes:
+        """Return the content of one file of the entry, checked against its recorded SHA-256.
+
+        Runners load artifacts from these bytes, not from the path, so what runs is exactly
+        what was checked (a file swapped or corrupted after the check is never loaded).
+        """
+        try:
+            recorded = json.loads((self.path / ENTRY_FILE).read_text())['files'][name]
+            data = (self.path / name).read_bytes()
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CacheError(f'cache entry {self.path.name}: cannot read {name}: {exc}') from exc
+        if len(data) != recorded.get('size') or \
+                hashlib.sha256(data).hexdigest() != recorded.get('sha256'):
+            raise CacheError(f'cache entry {self.path.name}: {name} does not match the hash '
+                             'recorded when it was built (corrupted or edited); the next '
+                             'configure rebuilds it')
+        return data
+
 
 def _safe(name: str) -> str:
     return ''.join(c if c.isalnum() or c in '-_.' else '_' for c in name) or 'model'

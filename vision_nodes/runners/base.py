@@ -19,7 +19,8 @@ from ..platform.allocator import release_freed_memory
 from ..artifacts.cache import EngineCache
 from ..manifest import ModelManifest
 
-PRECISIONS = ('fp32', 'fp16', 'int8')
+#: Values of the ``precision`` setting; :meth:`Runner.auto_precision` resolves 'auto'.
+PRECISIONS = ('auto', 'fp32', 'fp16', 'int8')
 
 
 class RunnerError(RuntimeError):
@@ -64,6 +65,14 @@ class Runner(ABC):
     def unavailable_reason(cls, backend: str) -> str | None:
         """None when ``backend`` can run on this machine, else a sentence saying why not."""
         return None
+
+    @classmethod
+    def auto_precision(cls, config: RunnerConfig) -> str:
+        """Return the precision ``auto`` means for this runner on ``config``'s device.
+
+        The device's fastest precision that needs no calibration data; fp32 by default.
+        """
+        return 'fp32'
 
     @property
     def loaded(self) -> bool:

@@ -24,6 +24,19 @@ BACKEND_MAP: dict[str, tuple[str, str] | None] = {
 }
 assert set(BACKEND_MAP) == set(KNOWN_BACKENDS)
 
+#: Precisions each backend's runner can honour, in one place ('fp16' is the device's fast
+#: reduced precision: fp16 on GPUs, bf16 on CPUs that have it). A runner may refuse one of
+#: these for the device it finds (PyTorch fp16 on a CPU); it never runs another silently.
+BACKEND_PRECISIONS: dict[str, tuple[str, ...]] = {
+    'cpu': ('fp32',),
+    'cuda': ('fp32', 'fp16'),
+    'rocm': ('fp32', 'fp16'),
+    'onnx': ('fp32',),
+    'tensorrt': ('fp32', 'fp16', 'int8'),
+    'openvino': ('fp32', 'fp16', 'int8'),
+}
+assert set(BACKEND_PRECISIONS) == set(KNOWN_BACKENDS)
+
 #: ``backend: auto`` tries these in order (the first that loads wins).
 AUTO_PRIORITY = ('tensorrt', 'cuda', 'rocm', 'openvino', 'onnx', 'cpu')
 
@@ -93,6 +106,25 @@ def usable_backends(manifests: Sequence[ModelManifest]) -> list[str]:
     return [b for b, reason in backend_report(manifests).items() if reason is None]
 
 
+def check_precision(backend: str, precision: str) -> None:
+    """Raise RunnerError unless ``backend``'s runner can honour ``precision`` (or 'auto')."""
+    _check_known(backend)
+    valid = BACKEND_PRECISIONS[backend]
+    if precision != 'auto' and precision not in valid:
+        raise RunnerError(f"backend '{backend}' cannot run precision '{precision}' "
+                          f"(valid for it: {', '.join(('auto',) + valid)})")
+
+
+def resolve_precision(config: RunnerConfig) -> RunnerConfig:
+    """Return ``config`` with ``precision: auto`` replaced by the runner's choice, checked."""
+    check_precision(config.backend, config.precision)
+    if config.precision != 'auto':
+        return config
+    chosen = runner_class(config.backend).auto_precision(config)
+    check_precision(config.backend, chosen)
+    return replace(config, precision=chosen)
+
+
 def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: None
                   ) -> Runner:
     """Create and load the runner for ``config.backend`` (trying candidates for ``auto``)."""
@@ -102,7 +134,7 @@ def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: N
         reason = cls.unavailable_reason(config.backend)
         if reason:
             raise RunnerError(f"backend '{config.backend}' is not available: {reason}")
-        runner = cls(config)
+        runner = cls(resolve_precision(config))
         runner.load()
         return runner
     failures = []
@@ -112,8 +144,8 @@ def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: N
         if reason:
             failures.append(f'{backend}: {reason}')
             continue
-        runner = cls(replace(config, backend=backend))
         try:
+            runner = cls(resolve_precision(replace(config, backend=backend)))
             runner.load()
         except Exception as exc:  # noqa: BLE001 - fall back to the next backend
             failures.append(f'{backend}: {exc}')
