@@ -38,8 +38,11 @@ def _effective(entries: list, tmp_path: Path) -> dict[str, object]:
     try:
         node = VisionNode(NODE, context=context)
         try:
+            # confidence_threshold belongs to a detection model's task: declared when the
+            # model is one (yolov8n), absent for another task.
             return {name: node.get_parameter(name).value
-                    for name in (*OVERRIDABLE, 'confidence_threshold')}
+                    for name in (*OVERRIDABLE, 'confidence_threshold')
+                    if node.has_parameter(name)}
         finally:
             node.destroy_node()
     finally:

@@ -78,16 +78,17 @@ def _near(a, b, tol) -> bool:
 
 
 def test_unsupported_backend_fails_configure_and_node_survives(harness):
-    """Configure with a backend the manifest does not list: FAILURE, message, still alive."""
+    """strict_backend: a backend the models cannot use fails configure; the node survives."""
     c = harness.client
     assert c.get_state() == 'unconfigured'
-    assert c.set_parameters(backend='tensorrt')[0].successful
+    assert all(r.successful for r in c.set_parameters(backend='tensorrt', strict_backend=True))
     assert c.change_state('configure') is False
-    assert harness.node.wait_for_output("does not support backend 'tensorrt'", 10.0)
-    assert 'valid backends for it: cpu, cuda, rocm, onnx' in harness.node.output()
+    assert harness.node.wait_for_output("backend 'tensorrt' cannot run 'yolov8n' here", 10.0)
+    assert 'valid: auto, ' in harness.node.output()
+    assert 'onnx' in harness.node.output().split('valid: auto, ')[-1].splitlines()[0]
     assert harness.node.alive()
     assert c.get_state() == 'unconfigured'
-    assert c.set_parameters(backend='onnx')[0].successful
+    assert all(r.successful for r in c.set_parameters(backend='onnx', strict_backend=False))
 
 
 def test_detects_bus_and_people_with_label_info(harness, bus_msg):
@@ -166,7 +167,9 @@ def test_parameter_validation(harness):
     desc = c.describe_parameters('confidence_threshold', 'backend')
     assert desc['confidence_threshold'].floating_point_range[0].to_value == 1.0
     assert 'next frame' in desc['confidence_threshold'].description
-    assert 'tensorrt' in desc['backend'].additional_constraints
+    # After configure, describe says which backends the current models can use here.
+    constraints = desc['backend'].additional_constraints
+    assert 'valid for the current models' in constraints and "'onnx'" in constraints
 
 
 def test_best_effort_camera_is_reported_as_incompatible(harness):

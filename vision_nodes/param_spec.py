@@ -39,11 +39,11 @@ class ParamSpec:
 
     @property
     def type_name(self) -> str:
-        """Name of the value type, as a user reads it in an error message."""
+        """Name of the value type with its article, as an error message says it."""
         if isinstance(self.default, list):
-            return 'list of strings'
-        return {bool: 'boolean', int: 'integer', float: 'number',
-                str: 'string'}[type(self.default)]
+            return 'a list of strings'
+        return {bool: 'a boolean', int: 'an integer', float: 'a number',
+                str: 'a string'}[type(self.default)]
 
     def validate(self, value: Any) -> str | None:
         """Return None when ``value`` is acceptable, else the reason it is not (one line)."""
@@ -53,12 +53,12 @@ class ParamSpec:
         if isinstance(self.default, list):
             if not isinstance(value, (list, tuple)) or \
                     not all(isinstance(v, str) for v in value):
-                return f'{self.name} must be a {self.type_name}, got {shown}'
+                return f'{self.name} must be {self.type_name}, got {shown}'
             if len(value) > self.max_length:
                 return f'{self.name} has {len(value)} entries (at most {self.max_length})'
             return None
         if type(value) is not type(self.default):
-            return (f'{self.name} must be a {self.type_name}, '
+            return (f'{self.name} must be {self.type_name}, '
                     f'got {type(value).__name__} {shown}')
         if isinstance(value, float) and not math.isfinite(value):
             return f'{self.name} must be a finite number, got {shown}'

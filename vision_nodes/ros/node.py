@@ -1,272 +1,488 @@
 """The generic vision lifecycle node (executable ``vision_node``).
 
-* configure: read parameters, load the manifest, check the backend against it, pick the runner
-  class from the backend map, load or export the model (through the engine cache), create the
-  publishers.
-* activate: subscribe to ``image``, send ``label_info`` (transient local), publish
-  ``detections`` for every frame.
-* deactivate: drop the subscription. cleanup / shutdown: release everything configure made.
+* configure: read the parameters, load the model manifests (``model``, or several in
+  ``models``), settle one backend every model can use, load or export each model through the
+  engine cache, declare each model's live parameters and create its publishers (looked up by
+  task in the outputs map).
+* activate: subscribe to the images (one subscription and one conversion per frame for all
+  models) and start the inference thread.
+* deactivate: drop the subscription, finish the frame in flight. cleanup / shutdown / error:
+  release everything configure made.
 
-Any failure in a transition is logged with its reason and returns FAILURE; the node stays
-alive and can be configured again.
+The node never names a task: tasks, runners and outputs come from their maps. Transitions run
+on a thread of their own (:mod:`.executor`) and frames on the inference thread
+(:mod:`.frame_worker`), so lifecycle and parameter services answer while a model is exported
+or a frame is processed. Every failure is logged in one line with its cause and returns
+FAILURE; the node stays alive and can be configured again.
 """
 
 from __future__ import annotations
 
+import functools
+import signal
 import threading
 import time
-import traceback
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.exceptions import ParameterUninitializedException
+from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
-from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy)
-try:  # Iron and later
-    from rclpy.event_handler import SubscriptionEventCallbacks
-except ImportError:  # Humble
-    from rclpy.qos_event import SubscriptionEventCallbacks
 from rcl_interfaces.msg import SetParametersResult
-from sensor_msgs.msg import Image
-from std_msgs.msg import Header
-from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from ..platform.allocator import keep_freed_buffers
 from ..artifacts.cache import CacheError
 from ..images import ImageConversionError
-from .image_input import image_to_numpy
-from ..manifest import ManifestError, resolve_manifest
-from .outputs.detections import detections_to_cdr
-from .outputs.label_info import label_info_msg
 from ..loaders import ModelLoadError
-from .params import PARAMS, SPECS, descriptor, validate
-from ..pipeline import Pipeline, build_pipeline
+from ..manifest import ManifestError, ModelManifest, resolve_manifest
+from ..pipeline import ModelPipeline, Pipeline, build_pipelines
+from ..platform.allocator import keep_freed_buffers
 from ..runners.base import RunnerError
-from ..tasks.detect import DetectionParams, DetectionTask
+from ..runners.registry import backend_report
+from ..tasks import TaskError, task_class
+from ..text import clip
+from .executor import TransitionExecutor, isolate_transitions
+from .frame_worker import FrameWorker
+from .image_input import image_to_numpy
+from .image_subscription import ImageSubscription
+from .log_limiter import LogLimiter
+from .model_parameters import ModelParameters
+from .outputs.registry import outputs_class
+from .params import PARAMS, REPORTS, SPECS, declare, descriptor, validate
 
-#: Errors with a clear message of their own: logged without a traceback.
-EXPECTED_ERRORS = (ManifestError, RunnerError, ModelLoadError, CacheError, ValueError,
-                   ImportError, OSError)
+#: Errors whose message says it all: logged in one line, without the exception type.
+EXPECTED_ERRORS = (ManifestError, RunnerError, ModelLoadError, CacheError, TaskError,
+                   ValueError, ImportError, OSError)
+
+#: Parameters that belong to ROS itself (rclpy declares them) or to other tools.
+_FOREIGN_PARAMS = ('use_sim_time', 'start_type_description_service')
 
 
-_TASK_SPECS = {spec.name: spec for spec in DetectionTask.params}
+@dataclass
+class _Model:
+    """One loaded model on the node: pipeline, live parameters, publishers."""
+
+    name: str
+    pipeline: ModelPipeline
+    params: ModelParameters
+    outputs: Any
+
+
+def _transition(name: str, undo: str = '') -> Callable:
+    """Run a transition callback so that any failure is one log line with its cause.
+
+    The callback's exception (rclpy would turn it into "error processing" without a word of
+    why) is logged with its message, ``undo`` (a method name) rolls back what the transition
+    had done, and the transition returns FAILURE: the node stays alive in its previous state.
+    """
+    def wrap(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def run(self: 'VisionNode', state: State) -> TransitionCallbackReturn:
+            try:
+                return method(self, state)
+            except EXPECTED_ERRORS as exc:
+                self.get_logger().error(f'{name} failed: {clip(exc, 2000)}')
+            except Exception as exc:  # noqa: BLE001 - the node must survive any failure
+                self.get_logger().error(
+                    f'{name} failed unexpectedly: {type(exc).__name__}: {clip(exc, 2000)}')
+            if undo:
+                try:
+                    getattr(self, undo)()
+                except Exception as exc:  # noqa: BLE001 - already failing; say so, go on
+                    self.get_logger().error(f'{name}: undoing it failed too: {clip(exc)}')
+            return TransitionCallbackReturn.FAILURE
+        return run
+    return wrap
 
 
 class VisionNode(LifecycleNode):
-    """Runs one vision model on incoming images and publishes its results."""
+    """Runs vision models on incoming images and publishes their results."""
 
-    def __init__(self, node_name: str = 'vision_node', **kwargs) -> None:
+    def __init__(self, node_name: str = 'vision_node', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
-        for spec in PARAMS + DetectionTask.params:
-            self.declare_parameter(spec.name, spec.default, descriptor(spec))
-        self._active = False
-        # Guards the pipeline and publishers between a frame in flight and a transition; only
-        # contended when the node is spun by a multi-threaded executor (main() uses one thread).
-        self._lock = threading.Lock()
+        #: Parameters whose start-up value was refused; configure fails until they are set.
+        self._startup_errors: dict[str, str] = {}
+        self._internal = threading.local()
+        self._lock = threading.RLock()  # the models, against transitions and parameter sets
+        self._models: list[_Model] = []
         self._pipeline: Pipeline | None = None
-        self._det_pub = None
-        self._label_pub = None
-        self._image_sub = None
-        self._det_params = self._read_detection_params()
+        self._model_params: dict[str, ModelParameters] = {}
+        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._internal.on = True  # declare() checks start-up values itself
+        try:
+            for spec in PARAMS + REPORTS:
+                self._record_startup(spec.name, declare(self, spec, check=validate))
+        finally:
+            self._internal.on = False
+        self._log_error = LogLimiter(self.get_logger().error)
+        self._image_sub: ImageSubscription | None = None
+        self._worker = FrameWorker(self._process_frame, self._count_drop)
+        self._active = False
+        self._idle_timer = None
+        self.frames = {'received': 0, 'processed': 0, 'dropped': 0}
         #: Set by the shutdown transition; ``main`` then ends the process.
         self.finalized = False
-        self._last_logged: dict[str, float] = {}
-        self.add_on_set_parameters_callback(self._on_set_parameters)
+        self._declare_model_parameters(self._manifests_or_none())
+        self._transitions = isolate_transitions(self)
 
     # ----------------------------------------------------------------- parameters
-    def _p(self, name: str):
-        return self.get_parameter(name).value
+    def _p(self, name: str) -> Any:
+        try:
+            return self.get_parameter(name).value
+        except ParameterUninitializedException:
+            return SPECS[name].default
 
-    def _read_detection_params(self, pending: dict | None = None) -> DetectionParams:
-        """Post-processing thresholds from the parameters, ``pending`` values taking priority."""
-        def value(name: str):
-            return (pending or {}).get(name, self._p(name))
+    def _record_startup(self, name: str, error: str | None) -> None:
+        if error:
+            self._startup_errors[name] = error
+            self.get_logger().error(
+                f'{error}; it keeps its default and the node stays unconfigured until it is '
+                f'set to a valid value (ros2 param set {self.get_fully_qualified_name()} '
+                f'{name} ...)')
 
-        return DetectionParams(confidence=float(value('confidence_threshold')),
-                               iou=float(value('iou_threshold')),
-                               max_detections=int(value('max_detections')))
+    def _set_internal(self, **values: Any) -> None:
+        """Set parameters as the node itself (report values, a reset backend)."""
+        self._internal.on = True
+        try:
+            self.set_parameters([Parameter(k, value=v) for k, v in values.items()])
+        finally:
+            self._internal.on = False
+
+    def _state(self) -> str:
+        return self._state_machine.current_state[1]
 
     def _on_set_parameters(self, params: list[Parameter]) -> SetParametersResult:
         """Validate a parameter change; apply live ones to the next frame."""
-        updates = {}
+        internal = getattr(self._internal, 'on', False)
+        state = self._state()
+        changes: dict[ModelParameters, dict[str, Any]] = {}
         for param in params:
-            spec = SPECS.get(param.name) or _TASK_SPECS.get(param.name)
-            if spec is None:
+            if param.type_ == Parameter.Type.NOT_SET:  # declared without a value
                 continue
-            reason = validate(param.name, param.value) or spec.validate(param.value)
+            spec = SPECS.get(param.name)
+            model = next((m for m in self._model_params.values() if param.name in m.specs),
+                         None)
+            if spec is not None:
+                reason = None if internal else self._refusal(spec, param.value, state)
+            elif model is not None:
+                reason = model.check(param.name, param.value, state == 'active')
+                changes.setdefault(model, {})[param.name] = param.value
+            else:
+                continue
             if reason:
                 return SetParametersResult(successful=False, reason=reason)
-            if self._active and spec.applies == 'reload':
-                return SetParametersResult(successful=False, reason=(
-                    f'{param.name} needs a reload and the node is active: deactivate and '
-                    'clean up first, set it, then configure and activate again'))
-            if self._active and spec.applies == 'activate':
-                return SetParametersResult(successful=False, reason=(
-                    f'{param.name} applies when the node activates: deactivate first, set '
-                    'it, then activate again'))
-            if spec.applies == 'live':
-                updates[param.name] = param.value
-        if updates:
-            old_confidence = self._det_params.confidence
-            # Called before the new values are stored: they come from ``updates``.
-            self._det_params = self._read_detection_params(updates)
-            if self._active and self._det_params.confidence != old_confidence:
-                self._publish_label_info()  # its threshold field follows the parameter
+            self._startup_errors.pop(param.name, None)
+        for model, values in changes.items():
+            outputs = next((m.outputs for m in self._models if m.params is model), None)
+            model.apply(values, outputs.params_changed if outputs else lambda old, new: None)
         return SetParametersResult(successful=True)
 
-    # ----------------------------------------------------------------- transitions
-    def on_configure(self, state: State) -> TransitionCallbackReturn:
-        """Load the manifest and model, create the publishers."""
-        started = time.monotonic()
+    def _refusal(self, spec: Any, value: Any, state: str) -> str | None:
+        """Why the user may not set a node parameter to ``value`` now (None: they may)."""
+        if spec in REPORTS:
+            return f'{spec.name} is set by the node to report what it runs; it is read only'
+        reason = validate(spec.name, value)
+        if reason:
+            return reason
+        run = f'`ros2 lifecycle set {self.get_fully_qualified_name()}'
+        if spec.applies == 'reload' and state in ('inactive', 'active'):
+            steps = f'deactivate ({run} deactivate`), then ' if state == 'active' else ''
+            return (f"{spec.name} is locked while the node is configured (state '{state}'): "
+                    f'it takes effect at configure. {steps}clean up ({run} cleanup`), set '
+                    'it, then configure')
+        if spec.applies == 'reload' and state != 'unconfigured':
+            return f"{spec.name} cannot change during a transition (state '{state}')"
+        if spec.applies == 'activate' and state == 'active':
+            return (f'{spec.name} applies when the node activates: run {run} deactivate`, '
+                    'set it, then activate again')
+        return None
+
+    def _model_names(self) -> list[str]:
+        models = [m.strip() for m in (self._p('models') or []) if m.strip()]
+        return models or [self._p('model')]
+
+    def _manifests(self) -> list[ModelManifest]:
+        manifests = [resolve_manifest(name) for name in self._model_names()]
+        names = [m.name for m in manifests]
+        duplicate = next((n for n in names if names.count(n) > 1), None)
+        if duplicate:
+            raise ManifestError(f"two models are named '{clip(duplicate)}': each model of a "
+                                'node needs its own name (it namespaces its topics and '
+                                'parameters)')
+        return manifests
+
+    def _manifests_or_none(self) -> list[ModelManifest] | None:
         try:
-            manifest = resolve_manifest(self._p('model'))
-            backend = self._p('backend')
-            self.get_logger().info(
-                f"configuring model '{manifest.name}' ({manifest.source}) on backend "
-                f"'{backend}'")
-            pipeline = build_pipeline(
-                manifest, backend, model_dir=self._p('model_dir'),
-                cache_dir=self._p('engine_cache_dir'), device=self._p('device'),
-                precision=self._p('precision'),
-                execution_provider=self._p('execution_provider'),
-                log=self.get_logger().info)
-        except EXPECTED_ERRORS as exc:
-            self.get_logger().error(f'configure failed: {exc}')
-            return TransitionCallbackReturn.FAILURE
-        except Exception as exc:  # noqa: BLE001 - the node must survive any load failure
-            self.get_logger().error(f'configure failed unexpectedly: {exc!r}\n'
-                                    f'{traceback.format_exc()}')
-            return TransitionCallbackReturn.FAILURE
-        runner = pipeline.runner
-        cache = {True: 'hit (export skipped)', False: 'miss (exported)', None: 'not used'}
-        self.get_logger().info(
-            f'engine cache: {cache[runner.cache_hit]}; runner: {runner.describe()}')
-        if not pipeline.labels:
-            self.get_logger().warning('the model has no class names; label_info will be empty')
-        self._pipeline = pipeline
-        self._det_params = self._read_detection_params()
-        self._det_pub = self.create_lifecycle_publisher(Detection2DArray, 'detections', 10)
-        latched = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
-                             reliability=ReliabilityPolicy.RELIABLE,
-                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        self._label_pub = self.create_lifecycle_publisher(LabelInfo, 'label_info', latched)
-        self.get_logger().info(
-            f'configured in {time.monotonic() - started:.2f} s '
-            f'({len(pipeline.labels)} classes)')
+            return self._manifests()
+        except Exception:  # noqa: BLE001 - configure reports it
+            return None
+
+    def _declare_model_parameters(self, manifests: list[ModelManifest] | None) -> None:
+        """Declare each model's live parameters (under its name when there are several)."""
+        if manifests is None:
+            return
+        prefixes = [m.name if len(manifests) > 1 else '' for m in manifests]
+        keep = {}
+        for manifest, prefix in zip(manifests, prefixes):
+            key = f'{prefix}:{manifest.task}'
+            current = self._model_params.get(key)
+            if current is None:
+                try:
+                    cls = task_class(manifest.task)
+                except TaskError:
+                    continue
+                current = ModelParameters(self, cls(manifest), prefix)
+                for name, error in current.errors.items():
+                    self._record_startup(name, error)
+            keep[key] = current
+        for key, params in self._model_params.items():
+            if key not in keep:
+                params.undeclare()
+        self._model_params = keep
+
+    # ----------------------------------------------------------------- transitions
+    @_transition('configure', undo='_release')
+    def on_configure(self, state: State) -> TransitionCallbackReturn:
+        """Load the models on one backend and create their publishers.
+
+        SUCCESS leaves the models loaded (inactive); FAILURE leaves nothing loaded and the
+        node unconfigured, with the reason logged.
+        """
+        started = time.monotonic()
+        if self._startup_errors:
+            raise ValueError('refused until these start-up parameters are set to valid '
+                             'values: ' + '; '.join(self._startup_errors.values()))
+        manifests = self._manifests()
+        backend = self._settle_backend(manifests)
+        names = ', '.join(f"'{m.name}' ({m.task})" for m in manifests)
+        self.get_logger().info(f'configuring {names} on backend {backend!r}')
+        pipeline = build_pipelines(
+            manifests, backend, model_dir=self._p('model_dir'),
+            cache_dir=self._p('engine_cache_dir'), device=self._p('device'),
+            precision=self._p('precision'), execution_provider=self._p('execution_provider'),
+            calibration_dir=self._p('calibration_dir'),
+            log=lambda line: self.get_logger().info(clip(line, 2000)))
+        try:
+            self._declare_model_parameters(manifests)
+            if self._startup_errors:
+                raise ValueError('refused until these start-up parameters are set to valid '
+                                 'values: ' + '; '.join(self._startup_errors.values()))
+            models = []
+            for model in pipeline.models:
+                prefix = model.manifest.name if len(pipeline.models) > 1 else ''
+                params = self._model_params[f'{prefix}:{model.manifest.task}']
+                outputs = outputs_class(model.manifest.task)(
+                    self, model, f'{prefix}/' if prefix else '')
+                models.append(_Model(model.manifest.name, model, params, outputs))
+        except BaseException:
+            pipeline.close()
+            raise
+        with self._lock:
+            self._pipeline, self._models = pipeline, models
+        self._report(pipeline)
+        self.get_logger().info(f'configured in {time.monotonic() - started:.2f} s')
         return TransitionCallbackReturn.SUCCESS
 
+    def _settle_backend(self, manifests: list[ModelManifest]) -> str:
+        """Check the backend against what every model supports here; reset it if need be."""
+        report = backend_report(manifests)
+        usable = [name for name, reason in report.items() if reason is None]
+        desc = descriptor(SPECS['backend'])
+        desc.additional_constraints = (
+            f"One of: 'auto', {', '.join(map(repr, usable))} (valid for the current models on "
+            'this machine)' if usable else 'No backend can run the current models here')
+        self.set_descriptor('backend', desc)
+        requested = self._p('backend')
+        models = ', '.join(repr(m.name) for m in manifests)
+        if not usable:
+            raise RunnerError(f'no backend can run {models} on this machine: ' + '; '.join(
+                f'{name}: {reason}' for name, reason in report.items()))
+        if requested == 'auto' or requested in usable:
+            return requested
+        why = report.get(requested) or 'not a backend'
+        if self._p('strict_backend'):
+            raise RunnerError(f"backend '{requested}' cannot run {models} here ({why}); "
+                              f"valid: auto, {', '.join(usable)} (strict_backend is true)")
+        self.get_logger().warning(
+            f"backend '{requested}' cannot run {models} here ({why}); using '{usable[0]}', "
+            f"the best valid one (valid: {', '.join(usable)}), and setting the parameter to "
+            'it. Set strict_backend to true to fail instead')
+        self._set_internal(backend=usable[0])
+        return usable[0]
+
+    def _report(self, pipeline: Pipeline) -> None:
+        """Log what runs where, and set the read-only report parameters."""
+        cache = {True: 'hit (export skipped)', False: 'miss (exported)', None: 'not used'}
+        precisions = []
+        for model in pipeline.models:
+            runner = model.runner
+            facts = ', '.join(f'{k}={v}' for k, v in runner.describe().items())
+            self.get_logger().info(
+                f"model '{model.manifest.name}': engine cache: {cache[runner.cache_hit]}; "
+                f'{facts}; {len(model.labels)} classes'
+                + ('' if model.labels or model.manifest.task != 'detect'
+                   else ' (the model has no class names: label_info is empty)'))
+            precisions.append(runner.config.precision)
+        self._set_internal(backend_in_use=pipeline.backend,
+                           precision_in_use=','.join(dict.fromkeys(precisions)))
+
+    @_transition('activate', undo='_undo_activate')
     def on_activate(self, state: State) -> TransitionCallbackReturn:
-        """Subscribe to images and send label_info."""
+        """Subscribe to images, start the inference thread, send per-activation messages.
+
+        FAILURE (e.g. the image topic is one of the node's own outputs) releases everything.
+        """
+        transport = self._p('image_transport')
+        sub = ImageSubscription(self, self._on_image, self._on_incompatible_qos, transport)
+        own = {t for m in self._models for t in m.outputs.topics}
+        if sub.topic_name in own:
+            raise ValueError(f"the image topic '{clip(sub.topic_name)}' is one of this "
+                             "node's own outputs: remap 'image' to the camera's topic")
         result = super().on_activate(state)
-        reliability = {'reliable': ReliabilityPolicy.RELIABLE,
-                       'best_effort': ReliabilityPolicy.BEST_EFFORT}[self._p('qos_reliability')]
-        qos = QoSProfile(depth=int(self._p('qos_depth')), history=HistoryPolicy.KEEP_LAST,
-                         reliability=reliability, durability=DurabilityPolicy.VOLATILE)
-        events = SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible_qos)
-        self._image_sub = self.create_subscription(
-            Image, 'image', self._on_image, qos, event_callbacks=events)
-        self._publish_label_info()
+        self._image_sub = sub
+        for model in self._models:
+            model.outputs.activate(model.params.current)
+        self._worker.start()
         self._active = True
-        self.get_logger().info(
-            f"active: '{self._image_sub.topic_name}' → '{self._det_pub.topic_name}'")
+        self._update_input()
+        self._idle_timer = self.create_timer(0.5, self._update_input)
+        outputs = ', '.join(t for m in self._models for t in m.outputs.topics[:1])
+        self.get_logger().info(f"active: '{sub.topic_name}' → {outputs}")
         return result
 
+    def _undo_activate(self) -> None:
+        self._stop_input()
+        super().on_deactivate(None)
+
+    @_transition('deactivate')
     def on_deactivate(self, state: State) -> TransitionCallbackReturn:
-        """Stop taking images; keep the model loaded."""
-        self._active = False
-        self._destroy_subscription()
+        """Stop taking images and finish the frame in flight; keep the models loaded."""
+        self._stop_input()
         return super().on_deactivate(state)
 
+    @_transition('cleanup')
     def on_cleanup(self, state: State) -> TransitionCallbackReturn:
-        """Release the model, its memory and the publishers."""
-        self.release()
+        """Release the models, their memory and the publishers."""
+        self._release()
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: State) -> TransitionCallbackReturn:
         """Release everything, whatever state the node was in; the process then exits."""
-        self.release()
-        self.finalized = True
+        try:
+            self._release()
+        finally:
+            self.finalized = True
         return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: State) -> TransitionCallbackReturn:
         """Release everything and go back to unconfigured."""
-        self.get_logger().error('error during a transition; releasing everything')
-        self.release()
+        self.get_logger().error('a transition raised an error; releasing everything')
+        self._release()
         return TransitionCallbackReturn.SUCCESS
 
-    def _on_incompatible_qos(self, info) -> None:
-        """Report a publisher on ``image`` that cannot reach us: which policy, what to change."""
-        policy = getattr(info.last_policy_kind, 'name', str(info.last_policy_kind))
-        hint = (' (a best-effort camera: set qos_reliability to best_effort)'
-                if 'RELIABILITY' in policy.upper() else '')
-        self.get_logger().error(
-            f"a publisher on '{self._image_sub.topic_name}' offers a QoS incompatible with "
-            f'this subscription (policy {policy}){hint}; its images are not received')
+    # ----------------------------------------------------------------- input
+    def _update_input(self) -> None:
+        """Keep the image subscription as it should be (lazy mode: only while wanted)."""
+        sub = self._image_sub
+        if sub is None or not self._active:
+            return
+        wanted = not self._p('lazy') or any(m.outputs.wanted() for m in self._models)
+        if wanted and not sub.subscribed:
+            reliability = self._p('qos_reliability')
+            sub.subscribe('reliable' if reliability == 'auto' else reliability,
+                          int(self._p('qos_depth')))
+            if self._p('lazy'):
+                self.get_logger().info('lazy: an output has a subscriber; taking images')
+        elif not wanted and sub.subscribed:
+            sub.unsubscribe()
+            self.get_logger().info('lazy: no subscriber on any output; not taking images')
 
-    def _publish_label_info(self) -> None:
-        header = Header(stamp=self.get_clock().now().to_msg())
-        self._label_pub.publish(label_info_msg(self._pipeline.labels, header,
-                                               self._det_params.confidence))
+    def _stop_input(self) -> None:
+        self._active = False
+        if self._idle_timer is not None:
+            self.destroy_timer(self._idle_timer)
+            self._idle_timer = None
+        if self._image_sub is not None:
+            self._image_sub.unsubscribe()
+            self._image_sub = None
+        self._worker.stop()
+        for model in self._models:
+            model.outputs.deactivate()
+
+    def _on_incompatible_qos(self, info: Any) -> None:
+        """Report a publisher on the image topic that cannot reach us."""
+        policy = getattr(info.last_policy_kind, 'name', str(info.last_policy_kind))
+        hint = (' (a best-effort camera: set qos_reliability to best_effort or auto)'
+                if 'RELIABILITY' in policy.upper() else '')
+        topic = self._image_sub.topic_name if self._image_sub else 'image'
+        self._log_error(f"a publisher on '{topic}' offers a QoS incompatible with this "
+                        f'subscription (policy {policy}){hint}; its images are not received')
 
     # ----------------------------------------------------------------- resources
-    def _destroy_subscription(self) -> None:
-        if self._image_sub is not None:
-            self.destroy_subscription(self._image_sub)
-            self._image_sub = None
+    def _release(self) -> None:
+        """Stop input, destroy publishers and unload the models (idempotent)."""
+        self._stop_input()
+        with self._lock:
+            models, pipeline = self._models, self._pipeline
+            self._models, self._pipeline = [], None
+        for model in models:
+            model.outputs.destroy()
+        if pipeline is not None:
+            pipeline.close()
+        if self._p('backend_in_use') and rclpy.ok(context=self.context):
+            self._set_internal(backend_in_use='', precision_in_use='')
 
     def release(self) -> None:
-        """Destroy subscription and publishers and unload the model (idempotent)."""
-        self._active = False
-        self._destroy_subscription()
-        with self._lock:  # waits for a frame in flight
-            for attr in ('_det_pub', '_label_pub'):
-                pub = getattr(self, attr)
-                if pub is not None:
-                    self.destroy_lifecycle_publisher(pub)
-                    setattr(self, attr, None)
-            if self._pipeline is not None:
-                self._pipeline.close()
-                self._pipeline = None
-
-    def _error_throttled(self, text: str, period_s: float = 5.0) -> None:
-        """Log each distinct error at once, then at most once per ``period_s``."""
-        now = time.monotonic()
-        if now - self._last_logged.get(text, -period_s) >= period_s:
-            if len(self._last_logged) > 256:
-                self._last_logged.clear()
-            self._last_logged[text] = now
-            self.get_logger().error(text)
+        """Release everything configure and activate made (idempotent)."""
+        self._release()
 
     # ----------------------------------------------------------------- data path
-    def _on_image(self, msg: Image) -> None:
-        """Process one frame: image → tensor → runner → decoded results → message."""
+    def _on_image(self, msg: Any) -> None:
+        """Hand a frame to the inference thread (the executor's thread returns at once)."""
+        self.frames['received'] += 1
+        self._worker.submit(msg)
+
+    def _count_drop(self) -> None:
+        self.frames['dropped'] += 1
+
+    def _process_frame(self, msg: Any) -> None:
+        """On the inference thread: convert once, run every model, publish each result."""
         with self._lock:
-            pipeline = self._pipeline
-            if pipeline is None or not self._active:
+            models = self._models
+            if not models:
                 return
             try:
                 image = image_to_numpy(msg)
-                dets = pipeline.process(image, msg.encoding, self._det_params)
             except ImageConversionError as exc:
-                self._error_throttled(f'skipping image: {exc}')
+                self._log_error(f'skipping image: {exc}')
                 return
-            except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
-                self._error_throttled(f'inference failed on a frame: {exc!r}')
-                return
-            # Serialised with NumPy: publishing bytes skips rclpy's per-field conversion.
-            self._det_pub.publish(detections_to_cdr(dets, msg.header))
+            lazy = self._p('lazy') and len(models) > 1
+            for model in models:
+                if lazy and not model.outputs.wanted():
+                    continue
+                try:
+                    result = model.pipeline.process(image, msg.encoding, model.params.current)
+                except ImageConversionError as exc:
+                    self._log_error(f'skipping image: {exc}')
+                    return
+                except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
+                    self._log_error(f"model '{model.name}': inference failed on a frame: "
+                                    f'{type(exc).__name__}: {exc}')
+                    continue
+                model.outputs.publish(result, msg.header)
+            self.frames['processed'] += 1
 
 
 def main(args: list[str] | None = None) -> None:
     """Entry point of ``vision_node``: spin until SIGINT/SIGTERM or the shutdown transition."""
-    # Before any frame-sized buffer exists: see vision_nodes.allocator.
+    # Before any frame-sized buffer exists: see vision_nodes.platform.allocator.
     keep_freed_buffers()
     rclpy.init(args=args)
     node = VisionNode()
-    # Single-threaded on purpose: rclpy's MultiThreadedExecutor adds ~4 ms per message and a
-    # long latency tail. A transition requested mid-frame simply runs after that frame.
-    executor = SingleThreadedExecutor()
+    executor = TransitionExecutor()
+    executor.run_in_background(node._transitions)
     executor.add_node(node)
     try:
         while rclpy.ok(context=node.context) and not node.finalized:
@@ -279,8 +495,14 @@ def main(args: list[str] | None = None) -> None:
         if rclpy.ok(context=node.context):
             raise
     finally:
+        # A second SIGINT (ros2 launch sends one to the whole process group) must not cut
+        # the release short with a KeyboardInterrupt traceback.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+        executor.shutdown(timeout_sec=0)
+        if not executor.wait_idle(10.0):
+            node.get_logger().warning('exiting while a transition is still running')
         node.release()
-        executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
 

@@ -7,23 +7,25 @@ and ``config/detect.yaml`` can be checked against it in tests.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
 
 from ..param_spec import ParamSpec
+from ..text import clip
 from ..runners.base import PRECISIONS
 from ..runners.registry import BACKEND_CHOICES
 from ..runners.onnx_runner import EXECUTION_PROVIDERS
 
-QOS_RELIABILITY = ('best_effort', 'reliable')
+QOS_RELIABILITY = ('auto', 'reliable', 'best_effort')
+IMAGE_TRANSPORTS = ('raw', 'compressed')
 
 
-def descriptor(spec: ParamSpec) -> ParameterDescriptor:
+def descriptor(spec: ParamSpec, name: str | None = None) -> ParameterDescriptor:
     """Build the rcl ParameterDescriptor (type, description, ranges) for declaration."""
     desc = ParameterDescriptor()
-    desc.name = spec.name
+    desc.name = name or spec.name
     if isinstance(spec.default, list):
         desc.type = ParameterType.PARAMETER_STRING_ARRAY
     else:
@@ -49,36 +51,81 @@ def descriptor(spec: ParamSpec) -> ParameterDescriptor:
 PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('model', 'yolov8n',
               'Model manifest: a name under config/models (e.g. yolov8n) or a path to a '
-              'manifest YAML file.'),
+              'manifest YAML file. Used when models is empty.'),
+    ParamSpec('models', [],
+              'Several models in one node: a list of manifest names or paths (non-empty '
+              'overrides model). They share the image subscription, the conversion of each '
+              'frame and one backend; their outputs and live parameters are namespaced by '
+              'model name (<name>/detections, <name>.confidence_threshold).', max_length=8),
     ParamSpec('model_dir', '',
               'Folder that relative weights paths in the manifest resolve against. Empty: '
               '$VISION_NODES_MODEL_DIR, else the manifest\'s own folder.'),
-    ParamSpec('backend', 'onnx',
-              'Inference backend. cpu/cuda/rocm run PyTorch; onnx runs ONNX Runtime; auto '
-              'tries tensorrt > cuda > rocm > openvino > onnx > cpu and keeps the first that '
-              'loads.', choices=BACKEND_CHOICES),
+    ParamSpec('backend', 'auto',
+              'Inference backend for every model of the node. cpu/cuda/rocm run PyTorch; '
+              'onnx runs ONNX Runtime; openvino and tensorrt their runtimes; auto tries '
+              'tensorrt > cuda > rocm > openvino > onnx > cpu among the backends every model '
+              'supports on this machine and keeps the first that loads. A value the current '
+              'models cannot use is reset to the best valid one (see strict_backend).',
+              choices=BACKEND_CHOICES),
+    ParamSpec('strict_backend', False,
+              'true: a backend the current models cannot use fails configure instead of '
+              'being reset to the best valid one.'),
     ParamSpec('execution_provider', '',
               'ONNX Runtime execution provider for backend onnx (empty = cpu).',
               choices=('',) + tuple(EXECUTION_PROVIDERS)),
     ParamSpec('device', '',
-              "Device for GPU backends, e.g. 'cuda:0' or '1' (empty = first GPU; cpu for "
-              'CPU backends).'),
-    ParamSpec('precision', 'fp32', 'Inference precision.', choices=PRECISIONS),
+              "Device: for GPU backends e.g. 'cuda:0' or '1' (empty = first GPU); for "
+              'openvino CPU, GPU, NPU or AUTO (empty = CPU).'),
+    ParamSpec('precision', 'auto',
+              'Inference precision. fp32 is exact; fp16 is the device\'s fast reduced '
+              'precision (bf16 on CPUs that have it); int8 needs calibration images or a '
+              'pre-quantized model; auto picks the fastest one that needs no calibration.',
+              choices=PRECISIONS),
+    ParamSpec('calibration_dir', '',
+              'Folder of calibration images for precision int8 (empty: the manifest\'s '
+              'calibration_dir).'),
     ParamSpec('engine_cache_dir', '',
               'Folder for exported artifacts (ONNX files, engines). Empty: '
               '$VISION_NODES_CACHE_DIR, else ~/.cache/vision_nodes/engines.'),
-    ParamSpec('qos_reliability', 'reliable',
-              'Reliability of the image subscription. reliable matches reliable publishers '
-              "(rclcpp's default) and never loses a large image to a dropped fragment; "
-              'best_effort also accepts best-effort cameras, but with stock Fast DDS settings '
-              'it loses most multi-megabyte frames (use config/fastdds_large_images.xml).',
+    ParamSpec('use_torch_compile', True,
+              'On cuda/rocm, run non-Ultralytics PyTorch models through torch.compile, '
+              'compiled and warmed up at configure (falls back to eager on failure).'),
+    ParamSpec('image_transport', 'raw',
+              'raw subscribes image (sensor_msgs/Image); compressed subscribes '
+              'image/compressed (sensor_msgs/CompressedImage, JPEG or PNG).',
+              choices=IMAGE_TRANSPORTS, applies='activate'),
+    ParamSpec('qos_reliability', 'auto',
+              'Reliability of the image subscription. auto subscribes with a QoS that every '
+              'publisher on the topic can reach (reliable when all are reliable, else best '
+              'effort) and re-subscribes when a publisher appears that it cannot reach. '
+              'best_effort with stock Fast DDS loses most multi-megabyte frames: use '
+              'config/fastdds_large_images.xml.',
               choices=QOS_RELIABILITY, applies='activate'),
     ParamSpec('qos_depth', 1,
               'Queue depth of the image subscription (1 = always process the newest frame).',
               int_range=(1, 100), applies='activate'),
+    ParamSpec('lazy', False,
+              'true: take images only while something subscribes to one of the outputs, so '
+              'an idle robot spends no compute on the node.', applies='live'),
+    ParamSpec('expected_rate', 0.0,
+              'Frames per second the node should process; diagnostics warn below 90 % of '
+              'it (0 = no check).', float_range=(0.0, 1000.0), applies='live'),
+    ParamSpec('max_latency_ms', 0.0,
+              'Diagnostics warn when the p95 latency from image stamp to publish passes it '
+              '(0 = no check).', float_range=(0.0, 60000.0), applies='live'),
 )
 
-SPECS: dict[str, ParamSpec] = {spec.name: spec for spec in PARAMS}
+#: Set by the node at configure, for ``ros2 param get``; a user's set is refused.
+REPORTS: tuple[ParamSpec, ...] = (
+    ParamSpec('backend_in_use', '',
+              'The backend the node runs its models on (set at configure; empty while '
+              'unconfigured). Read only.', applies='live'),
+    ParamSpec('precision_in_use', '',
+              'The precision the node runs its models at (set at configure). Read only.',
+              applies='live'),
+)
+
+SPECS: dict[str, ParamSpec] = {spec.name: spec for spec in PARAMS + REPORTS}
 
 
 def validate(name: str, value: Any) -> str | None:
@@ -89,4 +136,55 @@ def validate(name: str, value: Any) -> str | None:
     reason = spec.validate(value)
     if reason is None and name == 'model' and not value.strip():
         return 'model must name a manifest or a manifest file'
+    if reason is None and name == 'models':
+        names = [v.strip() for v in value if v.strip()]
+        if len(set(names)) != len(names):
+            return 'models lists a manifest twice'
     return reason
+
+
+def coerce(spec: ParamSpec, value: Any) -> Any:
+    """Read an integer written where a number is expected (``confidence: 1``) as a float."""
+    if isinstance(spec.default, float) and isinstance(value, int) and \
+            not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def declare(node: Any, spec: ParamSpec, name: str | None = None,
+            check: Callable[[str, Any], str | None] | None = None) -> str | None:
+    """Declare ``spec`` on ``node`` (as ``name``); return why its start-up value was refused.
+
+    rclpy raises, and the process ends with a traceback, when a parameters file or ``-p``
+    gives a value of the wrong type or out of range. Here the parameter is declared with its
+    default and the value from the command line or file (the override) is checked with the
+    same rules as a later ``ros2 param set``: a valid one is set, an invalid one is left out
+    and the reason returned (one line, naming the parameter), so the node comes up and can
+    say what to fix.
+    """
+    from rclpy.parameter import Parameter
+
+    name = name or spec.name
+    override = None if spec in REPORTS else getattr(node, '_parameter_overrides', {}).get(name)
+    if spec.default == []:
+        node.declare_parameter(name, Parameter.Type.STRING_ARRAY, descriptor(spec, name),
+                               ignore_override=True)
+    else:
+        node.declare_parameter(name, spec.default, descriptor(spec, name),
+                               ignore_override=True)
+    if override is None or override.type_ == Parameter.Type.NOT_SET:
+        return None
+    value = coerce(spec, override.value)
+    if isinstance(value, (list, tuple)) and spec.default == [] and \
+            all(isinstance(v, str) for v in value):
+        value = list(value)
+    reason = (check or (lambda _n, v: spec.validate(v)))(name, value)
+    if reason is None:
+        try:
+            result = node.set_parameters([Parameter(name, value=value)])[0]
+        except Exception as exc:  # noqa: BLE001 - rclpy's own type and range checks
+            return f'parameter {name}: {clip(str(exc))}'
+        if result.successful:
+            return None
+        reason = result.reason
+    return f'parameter {name}: {clip(reason)}'

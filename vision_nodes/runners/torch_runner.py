@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
 from typing import Any
 
 import numpy as np
 
 from ..loaders import load_torch_module
 from .base import Runner, RunnerConfig, RunnerError
+
+
+#: Device files of NVIDIA (desktop and Jetson) and AMD (ROCm) GPU drivers: without any of them
+#: no GPU backend can work, and PyTorch need not be imported to say so.
+_GPU_DEVICES = ('/dev/nvidiactl', '/proc/driver/nvidia', '/dev/nvhost-ctrl-gpu',
+                '/dev/nvgpu', '/dev/kfd')
 
 
 def _torch():
@@ -29,12 +38,19 @@ class TorchRunner(Runner):
 
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
+        # Answered without importing PyTorch where possible: importing it costs seconds and
+        # hundreds of MB that a process running another backend would keep.
+        if 'torch' not in sys.modules and importlib.util.find_spec('torch') is None:
+            return "PyTorch is not installed (pip install 'vision_nodes[torch]')"
+        if backend == 'cpu':
+            return None
+        if 'torch' not in sys.modules and not any(os.path.exists(p) for p in _GPU_DEVICES):
+            kind = {'cuda': 'CUDA', 'rocm': 'ROCm'}.get(backend, backend)
+            return f'no {kind} GPU is visible (no GPU driver device on this machine)'
         try:
             torch = _torch()
         except ImportError:
             return "PyTorch is not installed (pip install 'vision_nodes[torch]')"
-        if backend == 'cpu':
-            return None
         is_hip = getattr(torch.version, 'hip', None) is not None
         if backend == 'rocm' and not is_hip:
             return 'this PyTorch build has no ROCm (HIP) support'

@@ -1,0 +1,128 @@
+"""A single-threaded executor that runs lifecycle transitions on a thread of their own.
+
+rclpy's ``LifecycleNode`` serves ``change_state`` in the node's default callback group, like
+every other service, so with a single-threaded executor nothing else is answered while a
+transition runs: ``ros2 lifecycle get`` and ``ros2 param get`` time out for the seconds to
+minutes of a first export or an engine build. rclpy's ``MultiThreadedExecutor`` would answer
+them, but hands every callback to a thread pool, which cost several milliseconds per 2.6 MB
+image here (the benchmark's node path).
+
+:class:`TransitionExecutor` keeps every callback on the spinning thread except those of the
+callback groups it is told about, whose callbacks run one at a time on a helper thread: the
+node moves ``change_state`` into such a group (:func:`isolate_transitions`), so transitions
+run beside the spinning thread while it goes on answering services and taking images.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import weakref
+from typing import Any, Callable
+
+from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
+from rclpy.executors import (ConditionReachedException, ShutdownException,
+                             SingleThreadedExecutor, TimeoutException)
+
+
+def move_to_group(entity: Any, group: CallbackGroup) -> None:
+    """Move a service, subscription or timer from its callback group into ``group``."""
+    old = entity.callback_group
+    if old is not None:
+        old.entities.discard(weakref.ref(entity))
+    entity.callback_group = group
+    group.add_entity(entity)
+
+
+def isolate_transitions(node: Any) -> CallbackGroup:
+    """Move the lifecycle node's ``change_state`` service into a group of its own."""
+    group = MutuallyExclusiveCallbackGroup()
+    service = getattr(node, '_service_change_state', None)
+    if service is None:  # no lifecycle communication interface
+        return group
+    move_to_group(service, group)
+    return group
+
+
+class TransitionExecutor(SingleThreadedExecutor):
+    """Run callbacks inline, except those of ``background`` groups (on a helper thread).
+
+    The helper is a daemon thread: a process asked to exit while a transition is still
+    running (a long export) is not kept alive by it; the engine cache publishes entries
+    atomically, so an interrupted build leaves nothing half-written behind.
+    """
+
+    def __init__(self, *, context: Any = None) -> None:
+        super().__init__(context=context)
+        self._background: set[int] = set()
+        self._queue: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._pending = 0
+        self._pending_lock = threading.Lock()
+        self._error: BaseException | None = None
+
+    def run_in_background(self, group: CallbackGroup) -> None:
+        """Execute the callbacks of ``group`` on the helper thread, one at a time."""
+        self._background.add(id(group))
+
+    @property
+    def busy(self) -> bool:
+        """Whether a background callback is running or queued."""
+        return self._pending > 0
+
+    def wait_idle(self, timeout_sec: float) -> bool:
+        """Wait up to ``timeout_sec`` for background callbacks to finish; True if idle."""
+        deadline = time.monotonic() + timeout_sec
+        while self.busy and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return not self.busy
+
+    def _helper(self) -> None:
+        while True:
+            handler = self._queue.get()
+            if handler is None:
+                return
+            try:
+                handler()
+                exception = handler.exception()
+                if exception is not None:
+                    raise exception
+            except BaseException as exc:  # noqa: BLE001 - handed back to the spinning thread
+                self._error = exc
+                self._guard.trigger()
+            finally:
+                with self._pending_lock:
+                    self._pending -= 1
+
+    def _spin_once_impl(self, timeout_sec: Any = None,
+                        wait_condition: Callable[[], bool] = lambda: False) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+        try:
+            handler, entity, node = self.wait_for_ready_callbacks(
+                timeout_sec, None, wait_condition)
+        except (ShutdownException, TimeoutException, ConditionReachedException):
+            return
+        group = getattr(entity, 'callback_group', None)
+        if group is not None and id(group) in self._background:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._helper, name='transitions',
+                                                daemon=True)
+                self._thread.start()
+            with self._pending_lock:
+                self._pending += 1
+            self._queue.put(handler)
+            return
+        handler()
+        exception = handler.exception()
+        if exception is not None:
+            raise exception
+        handler.result()
+
+    def shutdown(self, timeout_sec: float | None = None) -> bool:
+        """Shut down and let the helper thread end after the callback it is running."""
+        done = super().shutdown(timeout_sec)
+        self._queue.put(None)
+        return done
