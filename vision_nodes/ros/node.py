@@ -121,6 +121,7 @@ class VisionNode(LifecycleNode):
         self._worker = FrameWorker(self._process_frame, self._count_drop)
         self._active = False
         self._idle_timer = None
+        self._idle_logged = False
         self.frames = {'received': 0, 'processed': 0, 'dropped': 0}
         #: Set by the shutdown transition; ``main`` then ends the process.
         self.finalized = False
@@ -346,6 +347,7 @@ class VisionNode(LifecycleNode):
             model.outputs.activate(model.params.current)
         self._worker.start()
         self._active = True
+        self._idle_logged = False
         self._update_input()
         self._idle_timer = self.create_timer(0.5, self._update_input)
         outputs = ', '.join(t for m in self._models for t in m.outputs.topics[:1])
@@ -395,9 +397,10 @@ class VisionNode(LifecycleNode):
                           int(self._p('qos_depth')))
             if self._p('lazy'):
                 self.get_logger().info('lazy: an output has a subscriber; taking images')
-        elif not wanted and sub.subscribed:
+        elif not wanted and (sub.subscribed or not self._idle_logged):
             sub.unsubscribe()
             self.get_logger().info('lazy: no subscriber on any output; not taking images')
+        self._idle_logged = not wanted
 
     def _stop_input(self) -> None:
         self._active = False
