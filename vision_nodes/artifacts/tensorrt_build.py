@@ -48,13 +48,13 @@ def engine_file_name(model: str, precision: str) -> str:
 
 
 def static_profile(input_size: Sequence[int]) -> Profile:
-    """The profile of a fixed-shape engine: min = opt = max = the manifest's input_size."""
+    """Return the profile of a fixed-shape engine: min = opt = max = input_size."""
     shape = (1, 3, int(input_size[0]), int(input_size[1]))
     return shape, shape, shape
 
 
 def rect_profile(input_size: Sequence[int], stride: int = 32) -> Profile:
-    """The profile of a rect-inference engine: any stride multiple up to ``input_size``.
+    """Return the profile of a rect-inference engine: stride multiples up to ``input_size``.
 
     Rect inference keeps the long side at input_size and rounds the other up to the stride,
     so every shape it makes lies between one stride and input_size on each side. opt is the
@@ -91,7 +91,7 @@ def engine_cache_fields(onnx_sha256: str, precision: str, profile: Profile,
 
 
 def make_logger(trt: ModuleType, log: Log) -> Any:
-    """A ``trt.ILogger`` that passes TensorRT's warnings and errors on to ``log``."""
+    """Return a ``trt.ILogger`` that passes TensorRT's warnings and errors on to ``log``."""
     forward = {trt.ILogger.Severity.INTERNAL_ERROR: 'error',
                trt.ILogger.Severity.ERROR: 'error',
                trt.ILogger.Severity.WARNING: 'warning'}
@@ -112,7 +112,7 @@ def make_logger(trt: ModuleType, log: Log) -> Any:
 
 
 def _progress_monitor(trt: ModuleType, log: Log, every_s: float = 15.0) -> Any:
-    """A ``trt.IProgressMonitor`` (TensorRT 10+) logging the build's phases and progress.
+    """Return a ``trt.IProgressMonitor`` (TensorRT 10+) logging the build's phases.
 
     Top-level phases are logged when they start and finish; inside them, at most one line
     per ``every_s`` seconds says which step of which phase the build is at.
@@ -161,7 +161,7 @@ def _progress_monitor(trt: ModuleType, log: Log, every_s: float = 15.0) -> Any:
 
 def _calibrator(trt: ModuleType, rt: ModuleType, batches: Iterable[np.ndarray], count: int,
                 log: Log) -> Any:
-    """An ``IInt8EntropyCalibrator2`` feeding ``batches`` (NCHW float32) to the builder.
+    """Return an ``IInt8EntropyCalibrator2`` feeding ``batches`` (NCHW float32) to the builder.
 
     Each batch is copied into one device buffer allocated for the first; :meth:`close` frees
     it after the build. The calibration table TensorRT writes is kept in ``table``.

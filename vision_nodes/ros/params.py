@@ -58,7 +58,9 @@ PARAMS: tuple[ParamSpec, ...] = (
               'tries tensorrt > cuda > rocm > openvino > onnx > cpu and keeps the first that '
               'loads.', choices=BACKEND_CHOICES),
     ParamSpec('execution_provider', '',
-              'ONNX Runtime execution provider for backend onnx (empty = cpu).',
+              'ONNX Runtime execution provider for backend onnx (empty = cpu). auto takes '
+              'the best this ONNX Runtime build has (tensorrt > cuda > rocm > migraphx > '
+              'coreml > directml > openvino > cpu), falling back when one fails to start.',
               choices=('',) + tuple(EXECUTION_PROVIDERS)),
     ParamSpec('device', '',
               "Device for GPU backends, e.g. 'cuda:0' or '1' (empty = first GPU; cpu for "

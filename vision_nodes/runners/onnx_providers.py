@@ -58,7 +58,7 @@ _OPENVINO_DEVICES = ('CPU', 'GPU', 'NPU', 'AUTO', 'HETERO', 'MULTI')
 
 
 def short_name(provider: str) -> str:
-    """The parameter value for a full provider name ('CUDAExecutionProvider' → 'cuda')."""
+    """Return the parameter value for a full provider name ('CUDAExecutionProvider' → 'cuda')."""
     for short, full in EXECUTION_PROVIDERS.items():
         if full == provider:
             return short
@@ -78,7 +78,7 @@ def resolve_execution_provider(name: str) -> str:
 
 
 def provider_candidates(name: str, available: list[str]) -> list[str]:
-    """Providers to try, best first: the one named, or for 'auto' those this build has."""
+    """List the providers to try, best first: the one named, or for 'auto' those available."""
     provider = resolve_execution_provider(name)
     if provider == 'auto':
         return [p for p in AUTO_ORDER if p in available]
@@ -151,7 +151,7 @@ def provider_cache_dir(cache: EngineCache, provider: str, model: str,
 
 def provider_options(provider: str, *, device: str, precision: str, cache: EngineCache,
                      model: str, onnx_sha256: str, ort_version: str) -> dict[str, Any]:
-    """The ONNX Runtime options for ``provider`` (device, caches, precision)."""
+    """Build the ONNX Runtime options for ``provider`` (device, caches, precision)."""
     options: dict[str, Any] = {}
     if provider in DEVICE_ID_PROVIDERS:
         index = _gpu_index(provider, device)

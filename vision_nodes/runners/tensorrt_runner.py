@@ -159,7 +159,7 @@ class TensorRTRunner(Runner):
         return info
 
     def _onnx_bytes(self) -> bytes:
-        """The model's ONNX, read once and checked (cache entry) or read from the manifest."""
+        """Return the model's ONNX: the verified cache entry, or the manifest's own file."""
         cfg = self.config
         if cfg.manifest.architecture == 'onnx':
             return check_weights(cfg.weights).read_bytes()
