@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
 import types
 from dataclasses import replace
 from pathlib import Path
@@ -114,6 +115,14 @@ def log() -> list[str]:
 def config(yolo_onnx, tmp_path, log) -> RunnerConfig:
     manifest = _manifest(yolo_onnx)
     return RunnerConfig(manifest=manifest, weights=yolo_onnx, backend='tensorrt',
+                        cache=EngineCache(tmp_path / 'cache'), log=log.append)
+
+
+@pytest.fixture
+def tiny_config(tiny_onnx, tmp_path, log) -> RunnerConfig:
+    """The small dynamic model at 640 x 640: fast where the network itself does not matter."""
+    manifest = _manifest(tiny_onnx, 'tiny', (640, 640))
+    return RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt',
                         cache=EngineCache(tmp_path / 'cache'), log=log.append)
 
 
@@ -269,10 +278,10 @@ def test_noncontiguous_input_is_copied_contiguously(fake_trt, tiny_onnx, tmp_pat
         runner.unload()
 
 
-def test_key_changes_with_gpu_and_tensorrt_version(monkeypatch, fake_trt, fake_gpu, config,
-                                                   log):
+def test_key_changes_with_gpu_and_tensorrt_version(monkeypatch, fake_trt, fake_gpu,
+                                                   tiny_config, log):
     """Another GPU model, compute capability or TensorRT version builds its own engine."""
-    def load(cfg=config):
+    def load(cfg=tiny_config):
         runner = create_runner(cfg)
         hit, folder = runner.cache_hit, runner.engine_path.parent
         runner.unload()
@@ -298,38 +307,39 @@ def test_key_changes_with_gpu_and_tensorrt_version(monkeypatch, fake_trt, fake_g
     assert not any('another TensorRT or GPU' in line for line in log)
 
 
-def test_corrupt_engine_is_rebuilt(fake_trt, config):
+def test_corrupt_engine_is_rebuilt(fake_trt, tiny_config):
     """An engine file that no longer matches its recorded hash is rebuilt, not loaded."""
-    runner = create_runner(config)
+    runner = create_runner(tiny_config)
     path = runner.engine_path
     runner.unload()
     path.write_bytes(path.read_bytes()[:-10] + b'0123456789')
-    again = create_runner(config)
+    again = create_runner(tiny_config)
     try:
         assert again.cache_hit is False and len(fake_trt.built) == 2
     finally:
         again.unload()
 
 
-def test_fp16_sets_the_builder_flag(fake_trt, config):
+def test_fp16_sets_the_builder_flag(fake_trt, tiny_config):
     """fp16 on TensorRT 10 is the builder's FP16 flag on the fp32 ONNX."""
-    runner = create_runner(replace(config, precision='fp16'))
+    runner = create_runner(replace(tiny_config, precision='fp16'))
     try:
         assert [c['flag'] for c in _calls(fake_trt, 'set_flag')] == ['FP16']
-        assert runner.engine_path.name == 'yolov8n_trt_fp16.engine'
+        assert runner.engine_path.name == 'tiny_fp16.engine'
         assert _calls(fake_trt, 'create_network')[0]['flags'] == 0
     finally:
         runner.unload()
 
 
-def test_int8_calibrates_on_task_preprocessed_images(fake_trt, config, assets, tmp_path, log):
+def test_int8_calibrates_on_task_preprocessed_images(fake_trt, tiny_config, assets, tmp_path,
+                                                     log):
     """int8: INT8 (+FP16) flags, the entropy calibrator fed each image as the task makes it."""
     images = tmp_path / 'calibration'
     images.mkdir()
     for name in ('bus.jpg', 'zidane.jpg'):
         shutil.copy(assets / name, images / name)
     (images / 'notes.txt').write_text('not an image')
-    cfg = replace(config, precision='int8', calibration_dir=str(images))
+    cfg = replace(tiny_config, precision='int8', calibration_dir=str(images))
     runner = create_runner(cfg)
     try:
         assert sorted(c['flag'] for c in _calls(fake_trt, 'set_flag')) == ['FP16', 'INT8']
@@ -359,8 +369,9 @@ def test_int8_calibrates_on_task_preprocessed_images(fake_trt, config, assets, t
         runner.unload()
 
 
-def test_int8_without_calibration_images_is_refused(fake_trt, config, tmp_path):
+def test_int8_without_calibration_images_is_refused(fake_trt, tiny_config, tmp_path):
     """int8 needs a folder of images; each problem names the parameter and the fix."""
+    config = tiny_config
     with pytest.raises(RunnerError, match="'int8' needs calibration images: set the "
                                           '`calibration_dir` parameter'):
         create_runner(replace(config, precision='int8'))
@@ -370,6 +381,10 @@ def test_int8_without_calibration_images_is_refused(fake_trt, config, tmp_path):
     with pytest.raises(RunnerError, match='holds no images'):
         create_runner(replace(config, precision='int8', calibration_dir=str(tmp_path)))
     assert fake_trt.built == []
+    (tmp_path / 'broken.jpg').write_bytes(b'not a jpeg')
+    with pytest.raises(RunnerError, match=r"'tensorrt': int8 calibration failed: calibration "
+                                          r"image '.*broken\.jpg' cannot be decoded"):
+        create_runner(replace(config, precision='int8', calibration_dir=str(tmp_path)))
 
 
 def test_tensorrt_11_builds_fp16_from_the_converted_graph(monkeypatch, fake_gpu, config):
@@ -450,12 +465,20 @@ def test_fixed_shape_engine_when_rect_is_off(fake_trt, tiny_onnx, tmp_path):
 
 # -- devices and GPU facts -------------------------------------------------------------------
 
-def test_device_selects_the_gpu(fake_trt, fake_gpu, config):
+def test_device_selects_the_gpu(fake_trt, fake_gpu, tiny_config):
     """device 'cuda:1' builds and runs on the second GPU; bad devices are refused clearly."""
+    config = tiny_config
     fake_gpu.state.gpus.append(dict(GPU_B))
     runner = create_runner(replace(config, device='cuda:1'))
     try:
         assert ('cudaSetDevice', 1) in fake_gpu.state.calls
+        # Frames may arrive on another thread: the GPU is made current there first.
+        before = fake_gpu.state.calls.count(('cudaSetDevice', 1))
+        worker = threading.Thread(target=runner.infer,
+                                  args=(np.zeros((1, 3, 640, 640), np.float32),))
+        worker.start()
+        worker.join()
+        assert fake_gpu.state.calls.count(('cudaSetDevice', 1)) == before + 1
         assert fake_trt.built[0]['gpu'] == 'NVIDIA Fake A2000'
         assert runner.describe()['device'] == 'cuda:1'
         assert runner.describe()['gpu']['compute_capability'] == '8.6'
@@ -467,8 +490,9 @@ def test_device_selects_the_gpu(fake_trt, fake_gpu, config):
         create_runner(replace(config, device='cpu'))
 
 
-def test_auto_precision_follows_the_gpu(fake_trt, fake_gpu, config):
+def test_auto_precision_follows_the_gpu(fake_trt, fake_gpu, tiny_config):
     """precision auto: fp16 with tensor cores (sm 7.0+), else fp32."""
+    config = tiny_config
     assert TensorRTRunner.auto_precision(config) == 'fp16'
     fake_gpu.state.gpus[0] = dict(GPU_A, cc=(6, 1))
     assert TensorRTRunner.auto_precision(config) == 'fp32'

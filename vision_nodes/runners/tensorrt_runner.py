@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -113,6 +114,7 @@ class TensorRTRunner(Runner):
         self._shape: tuple[int, ...] | None = None
         self._output_shapes: dict[str, tuple[int, ...]] = {}
         self._device = 0
+        self._thread: int | None = None  # the thread the GPU was last made current on
         self.gpu: cuda.GpuInfo | None = None
         self.engine_path: Path | None = None
 
@@ -156,6 +158,7 @@ class TensorRTRunner(Runner):
         if info is None:
             raise self._fail(f'cannot read the facts of GPU {self._device}')
         cuda.set_device(self._rt, self._device)
+        self._thread = threading.get_ident()
         return info
 
     def _onnx_bytes(self) -> bytes:
@@ -193,7 +196,7 @@ class TensorRTRunner(Runner):
         for path in files:
             image = cv2.imread(str(path), cv2.IMREAD_COLOR)
             if image is None:
-                raise self._fail(f"calibration image '{clip(path)}' cannot be decoded")
+                raise ValueError(f"calibration image '{clip(path)}' cannot be decoded")
             tensor, _ = task.preprocess(image, 'bgr8', shape)
             yield tensor
 
@@ -319,12 +322,20 @@ class TensorRTRunner(Runner):
                 self._context.set_tensor_address(name, pointer)
         self._shape = tuple(shape)
 
+    def _use_device(self) -> None:
+        """Make this runner's GPU current on the calling thread (CUDA's is per thread)."""
+        thread = threading.get_ident()
+        if thread != self._thread:
+            cuda.set_device(self._rt, self._device)
+            self._thread = thread
+
     def prepare_shape(self, shape: tuple[int, int]) -> None:
         """Set the execution context's input shape for (height, width) before such frames."""
         super().prepare_shape(shape)
         if self._context is None:
             raise RunnerError('runner is not loaded')
         try:
+            self._use_device()
             self._set_shape((1, 3, int(shape[0]), int(shape[1])))
         except cuda.CudaError as exc:
             raise self._fail(str(exc)) from exc
@@ -339,6 +350,7 @@ class TensorRTRunner(Runner):
         rt, stream = self._rt, self._stream
         host = np.ascontiguousarray(tensor, dtype=self._input_dtype)
         try:
+            self._use_device()
             cuda.copy_to_device(rt, self._buffers[self._input][0], host, stream)
             if not self._context.execute_async_v3(int(stream)):
                 raise self._fail('TensorRT failed to run the engine')
@@ -357,6 +369,11 @@ class TensorRTRunner(Runner):
     def _release(self) -> None:
         """Free device buffers and the stream, then drop the context, engine and runtime."""
         rt = self._rt
+        if rt is not None and (self._buffers or self._stream is not None):
+            try:
+                self._use_device()
+            except cuda.CudaError:
+                pass
         for pointer, _ in self._buffers.values():
             try:
                 cuda.free(rt, pointer)
