@@ -240,8 +240,7 @@ class TensorRTRunner(Runner):
 
     def _engine_entry(self, trt: ModuleType, weak: bool):
         cfg = self.config
-        onnx_bytes = self._onnx_bytes()
-        labels = onnx_labels(onnx_bytes)
+        onnx_bytes = source = self._onnx_bytes()
         if cfg.precision == 'fp16' and not weak:
             fp16 = ensure_fp16_onnx(cfg.manifest.name, onnx_bytes, cfg.cache, cfg.log)
             onnx_bytes = fp16.read_verified(FP16_ONNX_FILE)
@@ -269,7 +268,7 @@ class TensorRTRunner(Runner):
             engine, facts = build_engine(trt, onnx_bytes, cfg.precision, manifest.input_size,
                                          profile, strongly_typed=not weak, log=cfg.log,
                                          calibration=calibration, rt=self._rt)
-            facts['labels'] = labels
+            facts['labels'] = onnx_labels(source)  # the fp32 model's metadata
             cfg.log(f"TensorRT engine for '{clip(manifest.name)}' built in "
                     f"{facts['build_seconds']} s")
             return engine, facts
