@@ -41,9 +41,11 @@ def test_backend_map_covers_every_known_backend():
 
 
 def test_reserved_and_unknown_backends_say_so():
-    """tensorrt/openvino have no runner yet; unknown names list the choices."""
-    with pytest.raises(RunnerError, match="'tensorrt' is reserved but has no runner"):
-        runner_class('tensorrt')
+    """A reserved name without a runner says so; unknown names list the choices."""
+    assert runner_class('tensorrt').__name__ == 'TensorRTRunner'
+    for reserved in [name for name, target in BACKEND_MAP.items() if target is None]:
+        with pytest.raises(RunnerError, match=f"'{reserved}' is reserved but has no runner"):
+            runner_class(reserved)
     with pytest.raises(RunnerError, match="unknown backend 'tpu'.*auto, cpu, cuda"):
         runner_class('tpu')
 

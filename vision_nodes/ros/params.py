@@ -71,7 +71,9 @@ PARAMS: tuple[ParamSpec, ...] = (
               'true: a backend the current models cannot use fails configure instead of '
               'being reset to the best valid one.'),
     ParamSpec('execution_provider', '',
-              'ONNX Runtime execution provider for backend onnx (empty = cpu).',
+              'ONNX Runtime execution provider for backend onnx (empty = cpu). auto takes '
+              'the best this ONNX Runtime build has (tensorrt > cuda > rocm > migraphx > '
+              'coreml > directml > openvino > cpu), falling back when one fails to start.',
               choices=('',) + tuple(EXECUTION_PROVIDERS)),
     ParamSpec('device', '',
               "Device: for GPU backends e.g. 'cuda:0' or '1' (empty = first GPU); for "

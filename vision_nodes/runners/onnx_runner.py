@@ -8,31 +8,18 @@ from typing import Any
 
 import numpy as np
 
+from ..artifacts.cache import CacheError, file_sha256
 from ..artifacts.onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
+from ..artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
 from ..loaders import check_weights
+from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
+from .onnx_providers import (CPU, EXECUTION_PROVIDERS, check_precision, needs_fp16_graph,
+                             provider_candidates, provider_options,
+                             resolve_execution_provider)
 
-#: Short names accepted by the ``execution_provider`` parameter.
-EXECUTION_PROVIDERS = {
-    'cpu': 'CPUExecutionProvider',
-    'cuda': 'CUDAExecutionProvider',
-    'tensorrt': 'TensorrtExecutionProvider',
-    'openvino': 'OpenVINOExecutionProvider',
-    'rocm': 'ROCMExecutionProvider',
-    'migraphx': 'MIGraphXExecutionProvider',
-}
-
-
-def resolve_execution_provider(name: str) -> str:
-    """Map a short or full EP name to ONNX Runtime's name ('' means CPU)."""
-    key = (name or 'cpu').strip()
-    if key.lower() in EXECUTION_PROVIDERS:
-        return EXECUTION_PROVIDERS[key.lower()]
-    if key in EXECUTION_PROVIDERS.values():
-        return key
-    raise RunnerError(
-        f"unknown execution_provider '{name}' "
-        f"(use one of: {', '.join(EXECUTION_PROVIDERS)})")
+__all__ = ['EXECUTION_PROVIDERS', 'OnnxRunner', 'labels_from_metadata',
+           'resolve_execution_provider']
 
 
 def labels_from_metadata(meta: dict[str, str]) -> list[str] | None:
@@ -69,44 +56,72 @@ class OnnxRunner(Runner):
         import onnxruntime as ort
 
         cfg = self.config
-        if cfg.precision != 'fp32':
-            raise RunnerError(f"backend 'onnx' runs precision 'fp32' in this version, "
-                              f"not '{cfg.precision}'")
-        provider = resolve_execution_provider(cfg.execution_provider)
-        available = ort.get_available_providers()
-        if provider not in available:
-            raise RunnerError(
-                f"execution provider '{provider}' is not available in this ONNX Runtime "
-                f"build (available: {', '.join(available)})")
+        candidates = provider_candidates(cfg.execution_provider, ort.get_available_providers())
         if cfg.manifest.architecture == 'onnx':
             self.model_path = check_weights(cfg.weights)
             self.cache_hit = None
         else:
-            entry = ensure_onnx(cfg.manifest, cfg.weights, cfg.cache, cfg.precision)
+            entry = ensure_onnx(cfg.manifest, cfg.weights, cfg.cache, 'fp32')
             self.model_path = entry.file(ONNX_FILE)
             self.cache_hit = entry.hit
+        auto = resolve_execution_provider(cfg.execution_provider) == 'auto'
+        failures = []
+        for provider in candidates:
+            try:
+                self._session = self._create_session(ort, provider)
+            except RunnerError as exc:
+                if not auto:
+                    raise
+                failures.append(f'{provider}: {exc}')
+                cfg.log(f"execution_provider auto: '{provider}' failed ({clip(exc)}); "
+                        'trying the next one')
+                continue
+            if auto:
+                cfg.log(f"execution_provider auto: chose '{provider}'")
+            break
+        else:
+            raise RunnerError('execution_provider auto found no provider that loads '
+                              f"'{self.model_path}': " + '; '.join(failures))
+        self._input_name = self._session.get_inputs()[0].name
+        meta = self._session.get_modelmeta().custom_metadata_map
+        self.labels = labels_from_metadata(meta)
+
+    def _create_session(self, ort: Any, provider: str) -> Any:
+        """Create a session on ``provider`` (CPU takes what it cannot run) or say why not."""
+        cfg = self.config
+        check_precision(provider, cfg.precision)
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Worker threads spin while a run is in progress but not after it: otherwise they keep
         # every core busy for a while after each frame, slowing the decode, the publish and
         # the DDS threads (of this process and of the camera's) that follow.
         options.add_session_config_entry('session.force_spinning_stop', '1')
-        providers = [provider] if provider == 'CPUExecutionProvider' else \
-            [provider, 'CPUExecutionProvider']
-        provider_options = None
-        if cfg.device and provider in ('CUDAExecutionProvider', 'TensorrtExecutionProvider',
-                                       'ROCMExecutionProvider'):
-            device_id = cfg.device.split(':')[-1]
-            provider_options = [{'device_id': device_id}, {}]
+        model: Any = str(self.model_path)
+        if needs_fp16_graph(provider, cfg.precision):
+            try:
+                fp16 = ensure_fp16_onnx(cfg.manifest.name, self.model_path.read_bytes(),
+                                        cfg.cache, cfg.log)
+                model = fp16.read_verified(FP16_ONNX_FILE)
+            except (CacheError, OSError) as exc:
+                raise RunnerError(f'{provider}: {clip(exc)}') from exc
+        provider_opts = provider_options(
+            provider, device=cfg.device, precision=cfg.precision, cache=cfg.cache,
+            model=cfg.manifest.name, onnx_sha256=file_sha256(self.model_path),
+            ort_version=ort.__version__)
+        providers = [provider] if provider == CPU else [provider, CPU]
+        all_options = [provider_opts] if provider == CPU else [provider_opts, {}]
         try:
-            self._session = ort.InferenceSession(str(self.model_path), sess_options=options,
-                                                 providers=providers,
-                                                 provider_options=provider_options)
+            session = ort.InferenceSession(model, sess_options=options, providers=providers,
+                                           provider_options=all_options)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-            raise RunnerError(f"ONNX Runtime cannot load '{self.model_path}': {exc}") from exc
-        self._input_name = self._session.get_inputs()[0].name
-        meta = self._session.get_modelmeta().custom_metadata_map
-        self.labels = labels_from_metadata(meta)
+            raise RunnerError(f"ONNX Runtime cannot load '{self.model_path}' on {provider}: "
+                              f'{clip(exc)}') from exc
+        used = session.get_providers()
+        if not used or used[0] != provider:
+            # ONNX Runtime only warns when a provider fails to start and runs on the CPU.
+            raise RunnerError(f"ONNX Runtime could not start {provider} (the session runs on "
+                              f"{', '.join(used) or 'nothing'}); see its log above")
+        return session
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
         if self._session is None:

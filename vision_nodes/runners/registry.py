@@ -19,7 +19,7 @@ BACKEND_MAP: dict[str, tuple[str, str] | None] = {
     'cuda': ('vision_nodes.runners.torch_runner', 'TorchRunner'),
     'rocm': ('vision_nodes.runners.torch_runner', 'TorchRunner'),
     'onnx': ('vision_nodes.runners.onnx_runner', 'OnnxRunner'),
-    'tensorrt': None,
+    'tensorrt': ('vision_nodes.runners.tensorrt_runner', 'TensorRTRunner'),
     'openvino': None,
 }
 assert set(BACKEND_MAP) == set(KNOWN_BACKENDS)
@@ -31,7 +31,7 @@ BACKEND_PRECISIONS: dict[str, tuple[str, ...]] = {
     'cpu': ('fp32',),
     'cuda': ('fp32', 'fp16'),
     'rocm': ('fp32', 'fp16'),
-    'onnx': ('fp32',),
+    'onnx': ('fp32', 'fp16'),  # fp16 on GPU execution providers and OpenVINO, not CPU
     'tensorrt': ('fp32', 'fp16', 'int8'),
     'openvino': ('fp32', 'fp16', 'int8'),
 }

@@ -1,0 +1,282 @@
+"""ONNX Runtime execution providers: ``auto`` order and fallback, options, fp16.
+
+This machine's ONNX Runtime is the CPU build, so sessions on CPU are real. GPU and OpenVINO
+providers cannot exist here: where a test needs one, ``get_available_providers`` is patched
+to list it and session creation for it is faked (failing, or answering through a real CPU
+session); every CPU session stays real. The fp16 conversion and its accuracy are real.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vision_nodes.artifacts.cache import CacheError, EngineCache
+from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
+from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
+from vision_nodes.manifest import resolve_manifest
+from vision_nodes.runners.base import RunnerConfig, RunnerError
+from vision_nodes.runners.onnx_providers import (AUTO_ORDER, EXECUTION_PROVIDERS, OPENVINO,
+                                                 TENSORRT, provider_options)
+from vision_nodes.runners.registry import create_runner
+from vision_nodes.tasks import create_task
+from vision_nodes.tasks.detect import DetectionParams
+
+ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
+CPU = 'CPUExecutionProvider'
+CUDA = 'CUDAExecutionProvider'
+REAL_SESSION = ort.InferenceSession
+
+
+@pytest.fixture(scope='module')
+def manifest():
+    return resolve_manifest('yolov8n')
+
+
+@pytest.fixture
+def log() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def config(manifest, model_dir, engine_cache_dir, log) -> RunnerConfig:
+    return RunnerConfig(manifest=manifest, weights=manifest.weights_path(str(model_dir)),
+                        backend='onnx', cache=EngineCache(engine_cache_dir), log=log.append)
+
+
+@pytest.fixture(scope='module')
+def onnx_bytes(manifest, model_dir, engine_cache_dir) -> bytes:
+    entry = ensure_onnx(manifest, manifest.weights_path(str(model_dir)),
+                        EngineCache(engine_cache_dir))
+    return entry.read_verified(ONNX_FILE)
+
+
+class _ProxySession:
+    """A real CPU session that reports the provider it was asked for (a GPU stand-in)."""
+
+    def __init__(self, model, provider, **kwargs):
+        self._session = REAL_SESSION(model, providers=[CPU])
+        self._provider = provider
+
+    def get_providers(self):
+        return [self._provider, CPU]
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+
+def _fake_providers(monkeypatch, available, behaviour):
+    """List ``available`` as this build's providers; sessions on non-CPU ones follow
+    ``behaviour[provider]``: 'fail' raises, 'drop' silently runs on CPU (as ONNX Runtime does
+    when a provider's libraries are missing), 'proxy' answers through a real CPU session.
+    Every call is recorded as (provider, model, options)."""
+    calls = []
+
+    def session(model, sess_options=None, providers=None, provider_options=None):
+        provider = providers[0]
+        calls.append((provider, model, provider_options[0] if provider_options else {}))
+        if provider == CPU:
+            return REAL_SESSION(model, sess_options=sess_options, providers=providers,
+                                provider_options=provider_options)
+        action = behaviour[provider]
+        if action == 'fail':
+            raise RuntimeError(f'{provider} cannot start on this machine (simulated)')
+        if action == 'drop':
+            return REAL_SESSION(model, providers=[CPU])
+        return _ProxySession(model, provider)
+
+    monkeypatch.setattr(ort, 'get_available_providers', lambda: list(available))
+    monkeypatch.setattr(ort, 'InferenceSession', session)
+    return calls
+
+
+def test_choices_include_auto_coreml_and_directml():
+    """The node's execution_provider choices come from this table."""
+    assert {'auto', 'coreml', 'directml', 'cpu', 'cuda', 'tensorrt', 'openvino'} <= set(
+        EXECUTION_PROVIDERS)
+    assert AUTO_ORDER[:3] == (TENSORRT, CUDA, 'ROCMExecutionProvider')
+    assert AUTO_ORDER[-2:] == (OPENVINO, CPU)
+    assert AUTO_ORDER.index('CoreMLExecutionProvider') < AUTO_ORDER.index(
+        'DmlExecutionProvider')
+
+
+def test_auto_on_this_cpu_build_picks_cpu(config, log):
+    """Real: this build has no GPU provider, so auto runs on the CPU provider."""
+    runner = create_runner(replace(config, execution_provider='auto'))
+    try:
+        assert runner.describe()['providers'] == [CPU]
+        assert log[-1] == "execution_provider auto: chose 'CPUExecutionProvider'"
+    finally:
+        runner.unload()
+
+
+def test_auto_falls_back_down_the_list(monkeypatch, config, log, onnx_bytes):
+    """TensorRT fails, CUDA is silently dropped by ONNX Runtime, OpenVINO fails: CPU runs."""
+    calls = _fake_providers(
+        monkeypatch, [OPENVINO, CUDA, TENSORRT, 'AzureExecutionProvider', CPU],
+        {TENSORRT: 'fail', CUDA: 'drop', OPENVINO: 'fail'})
+    runner = create_runner(replace(config, execution_provider='auto'))
+    try:
+        assert [c[0] for c in calls] == [TENSORRT, CUDA, OPENVINO, CPU]
+        assert runner.describe()['providers'] == [CPU]
+        failures = [line for line in log if 'failed' in line]
+        assert len(failures) == 3
+        assert failures[0].startswith("execution_provider auto: 'TensorrtExecutionProvider' "
+                                      'failed (ONNX Runtime cannot load')
+        assert 'cannot start on this machine' in failures[0]
+        assert 'could not start CUDAExecutionProvider (the session runs on ' \
+               'CPUExecutionProvider)' in failures[1]
+        assert log[-1] == "execution_provider auto: chose 'CPUExecutionProvider'"
+        out = runner.infer(np.zeros((1, 3, 640, 640), np.float32))
+        assert out[0].shape == (1, 84, 8400)
+    finally:
+        runner.unload()
+
+
+def test_named_provider_does_not_fall_back(monkeypatch, config, onnx_bytes):
+    """A provider asked for by name either runs or fails the load: never CPU in its place."""
+    _fake_providers(monkeypatch, [CUDA, CPU], {CUDA: 'drop'})
+    with pytest.raises(RunnerError, match='could not start CUDAExecutionProvider'):
+        create_runner(replace(config, execution_provider='cuda'))
+    _fake_providers(monkeypatch, [CUDA, CPU], {CUDA: 'proxy'})
+    runner = create_runner(replace(config, execution_provider='cuda'))
+    try:
+        assert runner.describe()['providers'][0] == CUDA
+    finally:
+        runner.unload()
+
+
+def test_tensorrt_provider_options(tmp_path):
+    """TensorRT EP caches go in a folder per model and key inside engine_cache_dir."""
+    cache = EngineCache(tmp_path / 'engines')
+    common = dict(cache=cache, model='yolov8n', ort_version='1.31.1')
+    fp16 = provider_options(TENSORRT, device='cuda:1', precision='fp16',
+                            onnx_sha256='a' * 64, **common)
+    folder = Path(fp16['trt_engine_cache_path'])
+    assert folder.is_dir() and folder.parent == cache.root / 'onnxruntime-tensorrt'
+    assert folder.name.startswith('yolov8n-')
+    assert fp16 == {'device_id': 1, 'trt_engine_cache_enable': True,
+                    'trt_engine_cache_path': str(folder), 'trt_timing_cache_enable': True,
+                    'trt_timing_cache_path': str(folder), 'trt_fp16_enable': True}
+    fp32 = provider_options(TENSORRT, device='', precision='fp32', onnx_sha256='a' * 64,
+                            **common)
+    other = provider_options(TENSORRT, device='', precision='fp32', onnx_sha256='b' * 64,
+                             **common)
+    assert fp32['trt_fp16_enable'] is False and 'device_id' not in fp32
+    assert len({fp16['trt_engine_cache_path'], fp32['trt_engine_cache_path'],
+                other['trt_engine_cache_path']}) == 3
+
+
+def test_device_and_openvino_options(tmp_path):
+    """device → device_id for GPU providers, device_type for OpenVINO; mismatches refused."""
+    cache = EngineCache(tmp_path)
+    opts = dict(cache=cache, model='m', onnx_sha256='c' * 64, ort_version='1.31.1')
+    assert provider_options(CUDA, device='2', precision='fp32', **opts) == {'device_id': 2}
+    assert provider_options('ROCMExecutionProvider', device='rocm:1', precision='fp32',
+                            **opts) == {'device_id': 1}
+    assert provider_options('DmlExecutionProvider', device='', precision='fp16',
+                            **opts) == {}
+    assert provider_options(CPU, device='', precision='fp32', **opts) == {}
+    gpu = provider_options(OPENVINO, device='gpu.1', precision='fp32', **opts)
+    assert gpu['device_type'] == 'GPU.1' and gpu['precision'] == 'FP32'
+    assert Path(gpu['cache_dir']).parent == cache.root / 'onnxruntime-openvino'
+    npu = provider_options(OPENVINO, device='NPU', precision='fp16', **opts)
+    assert npu['device_type'] == 'NPU' and npu['precision'] == 'FP16'
+    assert 'device_type' not in provider_options(OPENVINO, device='', precision='fp32', **opts)
+    with pytest.raises(RunnerError, match="device 'cuda:0' is not an OpenVINO device"):
+        provider_options(OPENVINO, device='cuda:0', precision='fp32', **opts)
+    with pytest.raises(RunnerError, match="device 'npu' is not a GPU index for "
+                                          'CUDAExecutionProvider'):
+        provider_options(CUDA, device='npu', precision='fp32', **opts)
+
+
+def test_fp16_is_refused_on_the_cpu_provider(config):
+    """Real: fp16 on the CPU provider names the valid precision and where fp16 runs."""
+    with pytest.raises(RunnerError, match=r"'CPUExecutionProvider' cannot run precision "
+                                          r"'fp16' \(valid for it: fp32\); fp16 needs a GPU "
+                                          r'execution provider \(tensorrt, cuda, rocm, '
+                                          r'migraphx, directml, coreml\) or openvino'):
+        create_runner(replace(config, precision='fp16'))
+    with pytest.raises(RunnerError, match="auto found no provider that loads.*cannot run "
+                                          "precision 'fp16'"):
+        create_runner(replace(config, precision='fp16', execution_provider='auto'))
+
+
+def test_gpu_providers_run_the_fp16_graph(monkeypatch, config, engine_cache_dir, onnx_bytes):
+    """CUDA gets the cached fp16 graph; TensorRT keeps the fp32 graph with its fp16 flag."""
+    pytest.importorskip('onnx', reason='the fp16 conversion needs onnx')
+    calls = _fake_providers(monkeypatch, [TENSORRT, CUDA, CPU],
+                            {CUDA: 'proxy', TENSORRT: 'proxy'})
+    runner = create_runner(replace(config, precision='fp16', execution_provider='cuda',
+                                   device='0'))
+    try:
+        provider, model, options = calls[-1]
+        assert provider == CUDA and options == {'device_id': 0}
+        entries = [p for p in Path(engine_cache_dir).glob('yolov8n-onnx-fp16-*') if p.is_dir()]
+        assert len(entries) == 1
+        assert hashlib.sha256(model).hexdigest() == hashlib.sha256(
+            (entries[0] / FP16_ONNX_FILE).read_bytes()).hexdigest()
+        assert runner.infer(np.zeros((1, 3, 640, 640), np.float32))[0].dtype == np.float32
+    finally:
+        runner.unload()
+    runner = create_runner(replace(config, precision='fp16', execution_provider='tensorrt'))
+    try:
+        provider, model, options = calls[-1]
+        assert provider == TENSORRT and model == str(runner.model_path)
+        assert options['trt_fp16_enable'] is True
+        assert Path(options['trt_engine_cache_path']).is_relative_to(engine_cache_dir)
+    finally:
+        runner.unload()
+
+
+def test_fp16_graph_is_valid_and_agrees_with_fp32(onnx_bytes, assets, tmp_path, manifest):
+    """Real conversion, run on the CPU provider only to check it (the runner refuses that).
+
+    Tolerances, on bus.jpg and zidane.jpg: box outputs within 1 network pixel (fp16 spacing
+    is 0.5 at 512..1024), class scores within 0.005; bus.jpg's detections keep their classes,
+    boxes within 1 source pixel.
+    """
+    import cv2
+
+    cache = EngineCache(tmp_path)
+    entry = ensure_fp16_onnx('yolov8n', onnx_bytes, cache)
+    assert entry.hit is False
+    again = ensure_fp16_onnx('yolov8n', onnx_bytes, cache)
+    assert again.hit is True and again.path == entry.path
+    fields = json.loads((entry.path / 'entry.json').read_text())['fields']
+    assert fields['parent_onnx_sha256'] == hashlib.sha256(onnx_bytes).hexdigest()
+    assert fields['converter'].startswith(('onnxruntime.transformers.float16/',
+                                           'onnxconverter_common/'))
+    fp16_bytes = entry.read_verified(FP16_ONNX_FILE)
+    assert len(fp16_bytes) < 0.6 * len(onnx_bytes)  # weights stored as fp16
+    s32 = REAL_SESSION(onnx_bytes, providers=[CPU])
+    s16 = REAL_SESSION(fp16_bytes, providers=[CPU])
+    assert [i.type for i in s16.get_inputs()] == ['tensor(float)']
+    assert [o.type for o in s16.get_outputs()] == ['tensor(float)']
+    task = create_task(manifest)
+    for name in ('bus.jpg', 'zidane.jpg'):
+        tensor, meta = task.preprocess(cv2.imread(str(assets / name)), 'bgr8', (640, 640))
+        y32 = s32.run(None, {'images': tensor})[0]
+        y16 = s16.run(None, {'images': tensor})[0]
+        assert np.abs(y32[:, :4] - y16[:, :4]).max() <= 1.0
+        assert np.abs(y32[:, 4:] - y16[:, 4:]).max() <= 0.005
+        if name == 'bus.jpg':
+            d32 = task.postprocess([y32], meta, DetectionParams())
+            d16 = task.postprocess([y16], meta, DetectionParams())
+            np.testing.assert_array_equal(d16.class_ids, d32.class_ids)
+            np.testing.assert_allclose(d16.boxes, d32.boxes, atol=1.0)
+
+
+def test_missing_converter_is_a_clear_error(monkeypatch, onnx_bytes, tmp_path):
+    """Without a converter (or onnx), fp16 on a GPU provider says what to install."""
+    for name in ('onnxruntime.transformers', 'onnxruntime.transformers.float16',
+                 'onnxconverter_common'):
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(CacheError, match='pip install onnx onnxconverter-common'):
+        ensure_fp16_onnx('yolov8n', onnx_bytes, EngineCache(tmp_path))

@@ -1,0 +1,533 @@
+"""The TensorRT runner and the GPU facts, against fakes of TensorRT and the CUDA runtime.
+
+TensorRT and an NVIDIA GPU cannot exist on the machines these tests run on, so the runner is
+exercised against ``fake_tensorrt`` (TensorRT 10.x's Python API, recording every call, its
+"engine" running the ONNX with ONNX Runtime) and a fake cuda-python runtime (host memory
+behind fake device addresses). Everything else is real: the ONNX export, the engine cache,
+the task's preprocessing for calibration, the fp16 conversion. The tests that need neither
+fake check that this machine, which has no TensorRT, refuses the backend with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import types
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fake_tensorrt import make_fake_cudart, make_fake_tensorrt
+from vision_nodes.artifacts.cache import EngineCache, file_sha256
+from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
+from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE
+from vision_nodes.manifest import parse_manifest, resolve_manifest
+from vision_nodes.pipeline import ModelPipeline, build_pipeline, build_pipelines
+from vision_nodes.platform import cuda
+from vision_nodes.runners.base import RunnerConfig, RunnerError
+from vision_nodes.runners.registry import create_runner
+from vision_nodes.runners.tensorrt_runner import TensorRTRunner
+from vision_nodes.tasks import create_task
+from vision_nodes.tasks.detect import DetectionParams
+
+ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime runs the fake engines')
+
+GPU_A = {'name': 'NVIDIA Fake RTX 4090', 'cc': (8, 9), 'memory': 24 << 30}
+GPU_B = {'name': 'NVIDIA Fake A2000', 'cc': (8, 6), 'memory': 12 << 30}
+
+
+def _real_tensorrt() -> bool:
+    try:
+        import tensorrt  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+@pytest.fixture(scope='module')
+def yolo_onnx(model_dir, engine_cache_dir) -> Path:
+    """YOLOv8n exported to ONNX once, in the session's engine cache."""
+    manifest = resolve_manifest('yolov8n')
+    entry = ensure_onnx(manifest, manifest.weights_path(str(model_dir)),
+                        EngineCache(engine_cache_dir))
+    return entry.file(ONNX_FILE)
+
+
+@pytest.fixture(scope='module')
+def tiny_onnx(tmp_path_factory) -> Path:
+    """A small detection-shaped model with dynamic height and width (1x1 conv, pooling)."""
+    onnx = pytest.importorskip('onnx', reason='onnx builds the small test model')
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((84, 3, 1, 1)).astype(np.float32),
+                                     'w')
+    shape = numpy_helper.from_array(np.array([1, 84, -1], np.int64), 'shape')
+    graph = helper.make_graph(
+        [helper.make_node('AveragePool', ['images'], ['pooled'], kernel_shape=[8, 8],
+                          strides=[8, 8]),
+         helper.make_node('Conv', ['pooled', 'w'], ['conv']),
+         helper.make_node('Reshape', ['conv', 'shape'], ['output0'])],
+        'tiny', [helper.make_tensor_value_info('images', TensorProto.FLOAT,
+                                               [1, 3, 'height', 'width'])],
+        [helper.make_tensor_value_info('output0', TensorProto.FLOAT, [1, 84, 'anchors'])],
+        [weight, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)])
+    model.ir_version = 8
+    path = tmp_path_factory.mktemp('tiny') / 'tiny.onnx'
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """Install a fake cuda-python runtime with one GPU; return it (``.state`` holds GPUs)."""
+    rt = make_fake_cudart([dict(GPU_A)])
+    monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', rt)
+    return rt
+
+
+@pytest.fixture
+def fake_trt(monkeypatch, fake_gpu):
+    """Install a fake TensorRT 10.x bound to the fake GPU."""
+    trt = make_fake_tensorrt(fake_gpu)
+    monkeypatch.setitem(sys.modules, 'tensorrt', trt)
+    return trt
+
+
+def _manifest(weights: Path, name: str = 'yolov8n_trt', size=(640, 640), **extra):
+    data = {'name': name, 'task': 'detect', 'weights': str(weights),
+            'input_size': list(size), 'backends': ['onnx', 'tensorrt']}
+    data.update(extra)
+    return parse_manifest(data)
+
+
+@pytest.fixture
+def log() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def config(yolo_onnx, tmp_path, log) -> RunnerConfig:
+    manifest = _manifest(yolo_onnx)
+    return RunnerConfig(manifest=manifest, weights=yolo_onnx, backend='tensorrt',
+                        cache=EngineCache(tmp_path / 'cache'), log=log.append)
+
+
+@pytest.fixture
+def tiny_config(tiny_onnx, tmp_path, log) -> RunnerConfig:
+    """The small dynamic model at 640 x 640: fast where the network itself does not matter."""
+    manifest = _manifest(tiny_onnx, 'tiny', (640, 640))
+    return RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt',
+                        cache=EngineCache(tmp_path / 'cache'), log=log.append)
+
+
+def _calls(trt, what: str) -> list[dict]:
+    return [details for name, details in trt.calls if name == what]
+
+
+def _reference(onnx_path: Path, tensor: np.ndarray) -> list[np.ndarray]:
+    session = ort.InferenceSession(str(onnx_path), providers=['CPUExecutionProvider'])
+    return session.run(None, {session.get_inputs()[0].name: np.ascontiguousarray(tensor)})
+
+
+# -- this machine: no TensorRT, no GPU -------------------------------------------------------
+
+def test_tensorrt_is_refused_here_with_its_reason(config):
+    """Without TensorRT the backend is refused at once, naming what to install."""
+    if _real_tensorrt():
+        pytest.skip('TensorRT is installed here')
+    reason = TensorRTRunner.unavailable_reason('tensorrt')
+    assert reason and reason.startswith('TensorRT is not installed (pip install tensorrt')
+    with pytest.raises(RunnerError, match="backend 'tensorrt' is not available: TensorRT is "
+                                          'not installed'):
+        create_runner(config)
+
+
+def test_auto_skips_tensorrt_cleanly(model_dir, engine_cache_dir):
+    """backend auto logs why tensorrt was skipped and loads the next usable backend."""
+    if _real_tensorrt():
+        pytest.skip('TensorRT is installed here')
+    manifest = replace(resolve_manifest('yolov8n'),
+                       backends=('tensorrt', 'cpu', 'cuda', 'rocm', 'onnx'))
+    lines: list[str] = []
+    pipeline = build_pipelines([manifest], 'auto', model_dir=str(model_dir),
+                               cache_dir=engine_cache_dir, log=lines.append)
+    try:
+        assert pipeline.backend == 'onnx'
+        assert lines[0].startswith("backend auto: skipping 'tensorrt': TensorRT is not "
+                                   'installed')
+        assert lines[-1] == "backend auto: chose 'onnx'"
+    finally:
+        pipeline.close()
+
+
+def test_no_gpu_is_a_clear_reason(monkeypatch, config):
+    """TensorRT present but no GPU (real cuda-python here, no driver): a clear refusal."""
+    if cuda.device_count(('cuda-python',))[0]:
+        pytest.skip('cuda-python sees a GPU here')
+    trt = make_fake_tensorrt(make_fake_cudart())
+    monkeypatch.setitem(sys.modules, 'tensorrt', trt)
+    reason = TensorRTRunner.unavailable_reason('tensorrt')
+    assert reason.startswith('no NVIDIA GPU is visible (')
+    with pytest.raises(RunnerError, match="'tensorrt' is not available: no NVIDIA GPU"):
+        create_runner(config)
+    # The same through a fake runtime that reports no device.
+    monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', make_fake_cudart([]))
+    assert 'cudaErrorNoDevice' in TensorRTRunner.unavailable_reason('tensorrt')
+    assert trt.calls == []
+
+
+def test_old_tensorrt_or_missing_cuda_python_are_refused(monkeypatch, fake_gpu):
+    """TensorRT before 10 and a missing cuda-python each name the fix."""
+    monkeypatch.setitem(sys.modules, 'tensorrt', make_fake_tensorrt(fake_gpu, '8.6.1'))
+    assert TensorRTRunner.unavailable_reason('tensorrt') == (
+        'TensorRT 8.6.1 is too old: this runner needs TensorRT 10 or newer')
+    monkeypatch.setitem(sys.modules, 'tensorrt', make_fake_tensorrt(fake_gpu))
+    assert TensorRTRunner.unavailable_reason('tensorrt') is None
+    monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', None)
+    monkeypatch.setitem(sys.modules, 'cuda.cudart', None)
+    assert TensorRTRunner.unavailable_reason('tensorrt').startswith(
+        'cuda-python is not installed (pip install cuda-python)')
+
+
+# -- build, cache, load, run, release ---------------------------------------------------------
+
+def test_build_on_miss_load_on_hit_and_release(fake_trt, fake_gpu, config, log, yolo_onnx):
+    """A miss builds from the ONNX and caches; a hit loads the verified bytes; unload frees."""
+    runner = create_runner(config)
+    assert runner.cache_hit is False and runner.dynamic_shapes is False
+    assert runner.engine_path.name == 'yolov8n_trt_fp32.engine'
+    assert len(_calls(fake_trt, 'Builder')) == 1
+    assert _calls(fake_trt, 'set_flag') == []
+    built = fake_trt.built[0]
+    assert built['onnx_sha256'] == file_sha256(yolo_onnx)
+    # The ONNX is fixed at 640x640, so the rect profile falls back to a fixed one.
+    assert built['profile'] == [[1, 3, 640, 640]] * 3
+    assert any('fixed at 640x640' in line for line in log)
+    assert any(line.startswith("building a TensorRT 10.13.0.35 fp32 engine for 'yolov8n_trt' "
+                               'on NVIDIA Fake RTX 4090 (sm 8.9)') for line in log)
+    assert 'TensorRT build: Building engine (2 steps)' in log
+    assert any(line.startswith('TensorRT build: Building engine done in') for line in log)
+    entry = json.loads((runner.engine_path.parent / 'entry.json').read_text())
+    recorded = entry['files'][runner.engine_path.name]['sha256']
+    assert _calls(fake_trt, 'deserialize_cuda_engine')[-1]['sha256'] == recorded
+    assert entry['fields']['gpu'] == 'NVIDIA Fake RTX 4090'
+    assert entry['fields']['compute_capability'] == '8.9'
+    assert entry['fields']['tensorrt'] == '10.13.0.35'
+
+    tensor = np.random.default_rng(1).random((1, 3, 640, 640), dtype=np.float32)
+    out = runner.infer(tensor)
+    np.testing.assert_allclose(out[0], _reference(yolo_onnx, tensor)[0], rtol=1e-5, atol=1e-4)
+    info = runner.describe()
+    assert info['gpu']['name'] == 'NVIDIA Fake RTX 4090' and info['tensorrt'] == '10.13.0.35'
+    assert info['gpu']['memory_used'] > 1 << 30 and info['input_shape'] == [1, 3, 640, 640]
+
+    assert fake_gpu.state.memory and fake_gpu.state.streams
+    runner.unload()
+    assert fake_gpu.state.memory == {} and fake_gpu.state.streams == set()
+    assert runner._context is None and runner._engine is None and runner._runtime is None
+    with pytest.raises(RunnerError, match='not loaded'):
+        runner.infer(tensor)
+
+    again = create_runner(config)
+    try:
+        assert again.cache_hit is True
+        assert len(_calls(fake_trt, 'Builder')) == 1  # loaded, not rebuilt
+        np.testing.assert_array_equal(again.infer(tensor)[0], out[0])
+    finally:
+        again.unload()
+
+
+def test_pipeline_detects_through_the_engine(fake_trt, model_dir, bus_bgr, engine_cache_dir):
+    """The Ultralytics manifest (ONNX exported through the cache) gives ONNX's detections."""
+    manifest = replace(resolve_manifest('yolov8n'), backends=('onnx', 'tensorrt'))
+    params = DetectionParams()
+    results, labels = {}, {}
+    for backend in ('tensorrt', 'onnx'):
+        pipeline = build_pipeline(manifest, backend, model_dir=str(model_dir),
+                                  cache_dir=engine_cache_dir)
+        try:
+            results[backend] = pipeline.process(bus_bgr, 'bgr8', params)
+            labels[backend] = pipeline.labels
+        finally:
+            pipeline.close()
+    trt_dets, onnx_dets = results['tensorrt'], results['onnx']
+    assert len(trt_dets) >= 4 and labels['tensorrt'] == labels['onnx']
+    assert labels['tensorrt'][:2] == ['person', 'bicycle']
+    np.testing.assert_array_equal(trt_dets.class_ids, onnx_dets.class_ids)
+    np.testing.assert_allclose(trt_dets.boxes, onnx_dets.boxes, atol=1e-3)
+
+
+def test_noncontiguous_input_is_copied_contiguously(fake_trt, tiny_onnx, tmp_path):
+    """A strided view reaches the GPU as its values, not as the raw memory behind it."""
+    manifest = _manifest(tiny_onnx, 'tiny', (64, 128))
+    runner = create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
+                                        backend='tensorrt', cache=EngineCache(tmp_path)))
+    try:
+        big = np.random.default_rng(2).random((1, 3, 64, 256), dtype=np.float32)
+        view = big[..., ::2]
+        assert not view.flags.c_contiguous
+        np.testing.assert_allclose(runner.infer(view)[0], _reference(tiny_onnx, view)[0],
+                                   rtol=1e-5)
+    finally:
+        runner.unload()
+
+
+def test_key_changes_with_gpu_and_tensorrt_version(monkeypatch, fake_trt, fake_gpu,
+                                                   tiny_config, log):
+    """Another GPU model, compute capability or TensorRT version builds its own engine."""
+    def load(cfg=tiny_config):
+        runner = create_runner(cfg)
+        hit, folder = runner.cache_hit, runner.engine_path.parent
+        runner.unload()
+        return hit, folder
+
+    first_hit, first = load()
+    assert first_hit is False
+    assert load() == (True, first)
+    fake_gpu.state.gpus[0] = dict(GPU_A, name='NVIDIA Fake RTX 5090')
+    hit, renamed = load()
+    assert hit is False and renamed != first
+    fake_gpu.state.gpus[0] = dict(GPU_A, cc=(9, 0))
+    hit, newer_sm = load()
+    assert hit is False and newer_sm not in (first, renamed)
+    fake_gpu.state.gpus[0] = dict(GPU_A)
+    assert load() == (True, first)
+    monkeypatch.setitem(sys.modules, 'tensorrt', make_fake_tensorrt(fake_gpu, '10.14.1.48'))
+    hit, upgraded = load()
+    assert hit is False and upgraded not in (first, renamed, newer_sm)
+    fields = json.loads((upgraded / 'entry.json').read_text())['fields']
+    assert fields['tensorrt'] == '10.14.1.48'
+    # No engine was ever offered to a GPU or TensorRT it was not built for.
+    assert not any('another TensorRT or GPU' in line for line in log)
+
+
+def test_corrupt_engine_is_rebuilt(fake_trt, tiny_config):
+    """An engine file that no longer matches its recorded hash is rebuilt, not loaded."""
+    runner = create_runner(tiny_config)
+    path = runner.engine_path
+    runner.unload()
+    path.write_bytes(path.read_bytes()[:-10] + b'0123456789')
+    again = create_runner(tiny_config)
+    try:
+        assert again.cache_hit is False and len(fake_trt.built) == 2
+    finally:
+        again.unload()
+
+
+def test_fp16_sets_the_builder_flag(fake_trt, tiny_config):
+    """fp16 on TensorRT 10 is the builder's FP16 flag on the fp32 ONNX."""
+    runner = create_runner(replace(tiny_config, precision='fp16'))
+    try:
+        assert [c['flag'] for c in _calls(fake_trt, 'set_flag')] == ['FP16']
+        assert runner.engine_path.name == 'tiny_fp16.engine'
+        assert _calls(fake_trt, 'create_network')[0]['flags'] == 0
+    finally:
+        runner.unload()
+
+
+def test_int8_calibrates_on_task_preprocessed_images(fake_trt, tiny_config, assets, tmp_path,
+                                                     log):
+    """int8: INT8 (+FP16) flags, the entropy calibrator fed each image as the task makes it."""
+    images = tmp_path / 'calibration'
+    images.mkdir()
+    for name in ('bus.jpg', 'zidane.jpg'):
+        shutil.copy(assets / name, images / name)
+    (images / 'notes.txt').write_text('not an image')
+    cfg = replace(tiny_config, precision='int8', calibration_dir=str(images))
+    runner = create_runner(cfg)
+    try:
+        assert sorted(c['flag'] for c in _calls(fake_trt, 'set_flag')) == ['FP16', 'INT8']
+        assert len(_calls(fake_trt, 'int8_calibrator')) == 1
+        import cv2
+
+        task = create_task(cfg.manifest)
+        batches = fake_trt.calibration_batches
+        assert len(batches) == 2
+        for name, batch in zip(('bus.jpg', 'zidane.jpg'), batches):
+            expected, _ = task.preprocess(cv2.imread(str(images / name)), 'bgr8', (640, 640))
+            np.testing.assert_array_equal(batch, expected)
+        folder = runner.engine_path.parent
+        assert (folder / 'calibration.cache').read_bytes() == b'fake calibration table'
+        assert json.loads((folder / 'build.json').read_text())['calibration_images'] == 2
+        assert 'TensorRT int8 calibration: image 2/2' in log
+        first = folder
+    finally:
+        runner.unload()
+    # Other calibration images make another engine.
+    shutil.copy(assets / 'bus.jpg', images / 'bus2.jpg')
+    runner = create_runner(cfg)
+    try:
+        assert runner.cache_hit is False and runner.engine_path.parent != first
+        assert len(fake_trt.calibration_batches) == 5
+    finally:
+        runner.unload()
+
+
+def test_int8_without_calibration_images_is_refused(fake_trt, tiny_config, tmp_path):
+    """int8 needs a folder of images; each problem names the parameter and the fix."""
+    config = tiny_config
+    with pytest.raises(RunnerError, match="'int8' needs calibration images: set the "
+                                          '`calibration_dir` parameter'):
+        create_runner(replace(config, precision='int8'))
+    with pytest.raises(RunnerError, match="calibration_dir '.*nowhere' is not a folder"):
+        create_runner(replace(config, precision='int8',
+                              calibration_dir=str(tmp_path / 'nowhere')))
+    with pytest.raises(RunnerError, match='holds no images'):
+        create_runner(replace(config, precision='int8', calibration_dir=str(tmp_path)))
+    assert fake_trt.built == []
+    (tmp_path / 'broken.jpg').write_bytes(b'not a jpeg')
+    with pytest.raises(RunnerError, match=r"'tensorrt': int8 calibration failed: calibration "
+                                          r"image '.*broken\.jpg' cannot be decoded"):
+        create_runner(replace(config, precision='int8', calibration_dir=str(tmp_path)))
+
+
+def test_tensorrt_11_builds_fp16_from_the_converted_graph(monkeypatch, fake_gpu, config):
+    """Without the FP16 flag (TensorRT 11) fp16 parses the fp16 ONNX, strongly typed."""
+    pytest.importorskip('onnx', reason='the fp16 conversion needs onnx')
+    trt = make_fake_tensorrt(fake_gpu, '11.4.0.106', weak_typing=False)
+    monkeypatch.setitem(sys.modules, 'tensorrt', trt)
+    runner = create_runner(replace(config, precision='fp16'))
+    try:
+        assert _calls(trt, 'set_flag') == []
+        assert _calls(trt, 'create_network')[0]['flags'] == 1 << 1  # STRONGLY_TYPED
+        fp16 = [p for p in config.cache.root.glob('yolov8n_trt-onnx-fp16-*/' + FP16_ONNX_FILE)]
+        assert len(fp16) == 1
+        assert _calls(trt, 'parse')[0]['sha256'] == file_sha256(fp16[0])
+        fields = json.loads((runner.engine_path.parent / 'entry.json').read_text())['fields']
+        assert fields['strongly_typed'] is True
+    finally:
+        runner.unload()
+    with pytest.raises(RunnerError, match=r'TensorRT 11\.4\.0\.106 has no implicit int8 '
+                                          'calibration'):
+        create_runner(replace(config, precision='int8', calibration_dir='/tmp'))
+
+
+def test_unparsable_onnx_is_a_clear_error(fake_trt, fake_gpu, tmp_path):
+    """TensorRT's parser errors come back in one RunnerError; nothing is cached or leaked."""
+    broken = tmp_path / 'broken.onnx'
+    broken.write_bytes(b'not an onnx model')
+    cache = EngineCache(tmp_path / 'cache')
+    with pytest.raises(RunnerError, match="'tensorrt': TensorRT cannot parse the ONNX model: "
+                                          'ModelImporter'):
+        create_runner(RunnerConfig(manifest=_manifest(broken), weights=broken,
+                                   backend='tensorrt', cache=cache))
+    assert not [p for p in cache.root.glob('*tensorrt*') if p.is_dir()]
+    assert fake_gpu.state.memory == {} and fake_gpu.state.streams == set()
+
+
+# -- rect inference: the optimisation profile -------------------------------------------------
+
+def test_rect_profile_and_prepare_shape(fake_trt, tiny_onnx, tmp_path):
+    """A dynamic ONNX gets a min/opt/max profile; prepare_shape sets the context's shape."""
+    manifest = _manifest(tiny_onnx, 'tiny', (128, 128))
+    runner = create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
+                                        backend='tensorrt', cache=EngineCache(tmp_path)))
+    try:
+        profile = _calls(fake_trt, 'set_shape')[0]
+        assert (profile['min'], profile['opt'], profile['max']) == (
+            (1, 3, 32, 32), (1, 3, 128, 128), (1, 3, 128, 128))
+        assert runner.dynamic_shapes is True
+        model = ModelPipeline(manifest, runner, create_task(manifest), [])
+        image = np.zeros((360, 640, 3), np.uint8)
+        assert model.input_shape(image.shape[:2]) == (96, 128)
+        model.process(image, 'bgr8', DetectionParams(confidence=1.0))
+        assert _calls(fake_trt, 'set_input_shape')[-1]['shape'] == (1, 3, 96, 128)
+        tensor = np.random.default_rng(3).random((1, 3, 96, 128), dtype=np.float32)
+        out = runner.infer(tensor)[0]
+        assert out.shape == (1, 84, 12 * 16)
+        np.testing.assert_allclose(out, _reference(tiny_onnx, tensor)[0], rtol=1e-5)
+        with pytest.raises(RunnerError, match='outside the optimisation profile'):
+            runner.prepare_shape((160, 128))
+    finally:
+        runner.unload()
+
+
+def test_fixed_shape_engine_when_rect_is_off(fake_trt, tiny_onnx, tmp_path):
+    """rect: false builds min = opt = max and refuses other shapes clearly."""
+    manifest = _manifest(tiny_onnx, 'tiny', (128, 128), rect=False)
+    runner = create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
+                                        backend='tensorrt', cache=EngineCache(tmp_path)))
+    try:
+        profile = _calls(fake_trt, 'set_shape')[0]
+        assert profile['min'] == profile['opt'] == profile['max'] == (1, 3, 128, 128)
+        assert runner.dynamic_shapes is False
+        with pytest.raises(RunnerError, match=r'only takes input shape \(128, 128\)'):
+            runner.prepare_shape((96, 128))
+    finally:
+        runner.unload()
+
+
+# -- devices and GPU facts -------------------------------------------------------------------
+
+def test_device_selects_the_gpu(fake_trt, fake_gpu, tiny_config):
+    """device 'cuda:1' builds and runs on the second GPU; bad devices are refused clearly."""
+    config = tiny_config
+    fake_gpu.state.gpus.append(dict(GPU_B))
+    runner = create_runner(replace(config, device='cuda:1'))
+    try:
+        assert ('cudaSetDevice', 1) in fake_gpu.state.calls
+        # Frames may arrive on another thread: the GPU is made current there first.
+        before = fake_gpu.state.calls.count(('cudaSetDevice', 1))
+        worker = threading.Thread(target=runner.infer,
+                                  args=(np.zeros((1, 3, 640, 640), np.float32),))
+        worker.start()
+        worker.join()
+        assert fake_gpu.state.calls.count(('cudaSetDevice', 1)) == before + 1
+        assert fake_trt.built[0]['gpu'] == 'NVIDIA Fake A2000'
+        assert runner.describe()['device'] == 'cuda:1'
+        assert runner.describe()['gpu']['compute_capability'] == '8.6'
+    finally:
+        runner.unload()
+    with pytest.raises(RunnerError, match=r'GPU 3 does not exist \(2 GPU\(s\) visible\)'):
+        create_runner(replace(config, device='3'))
+    with pytest.raises(RunnerError, match="device 'cpu' is not a CUDA GPU"):
+        create_runner(replace(config, device='cpu'))
+
+
+def test_auto_precision_follows_the_gpu(fake_trt, fake_gpu, tiny_config):
+    """precision auto: fp16 with tensor cores (sm 7.0+), else fp32."""
+    config = tiny_config
+    assert TensorRTRunner.auto_precision(config) == 'fp16'
+    fake_gpu.state.gpus[0] = dict(GPU_A, cc=(6, 1))
+    assert TensorRTRunner.auto_precision(config) == 'fp32'
+
+
+def test_gpu_facts_here_and_from_cuda_python(monkeypatch):
+    """No GPU here: None and a reason. Through cuda-python: name, sm, memory of a device."""
+    if cuda.gpu_info(0) is None:
+        assert cuda.gpu_unavailable_reason(0).startswith('no NVIDIA GPU is visible')
+    rt = make_fake_cudart([dict(GPU_A), dict(GPU_B)])
+    monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', rt)
+    info = cuda.gpu_info(1, ('cuda-python',))
+    assert (info.index, info.name, info.compute_capability, info.sm) == (
+        1, 'NVIDIA Fake A2000', (8, 6), '8.6')
+    assert info.memory_total == 12 << 30 and info.memory_used == 1 << 30
+    assert info.source == 'cuda-python' and rt.state.device == 0  # current device restored
+    assert cuda.gpu_info(2, ('cuda-python',)) is None
+    assert cuda.gpu_unavailable_reason(2, ('cuda-python',)) == (
+        'GPU 2 does not exist (2 GPU(s) visible)')
+    assert [cuda.device_index(d) for d in ('', 'cuda', '1', 'cuda:2', 'GPU:3')] == [0, 0, 1, 2, 3]
+    with pytest.raises(cuda.CudaError, match="device 'npu' is not a CUDA GPU"):
+        cuda.device_index('npu')
+
+
+def test_gpu_facts_prefer_torch_when_it_sees_the_gpu(monkeypatch):
+    """torch.cuda answers first by default (a faked GPU: this machine has none)."""
+    torch = pytest.importorskip('torch')
+    props = types.SimpleNamespace(name='NVIDIA Fake H100', major=9, minor=0,
+                                  total_memory=80 << 30)
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: 1)
+    monkeypatch.setattr(torch.cuda, 'get_device_properties', lambda index: props)
+    monkeypatch.setattr(torch.cuda, 'mem_get_info', lambda index: (70 << 30, 80 << 30))
+    info = cuda.gpu_info(0)
+    assert info.as_dict() == {'index': 0, 'name': 'NVIDIA Fake H100',
+                              'compute_capability': '9.0', 'memory_total': 80 << 30,
+                              'memory_used': 10 << 30, 'source': 'torch'}
+    assert cuda.gpu_unavailable_reason(0) is None

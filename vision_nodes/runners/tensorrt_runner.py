@@ -1,0 +1,408 @@
+"""TensorRT runner (backend ``tensorrt``): an engine built from the model's ONNX, on one GPU.
+
+The ONNX comes from the cache (exported from PyTorch weights) or is the manifest's own
+``.onnx``; the engine is built from it with the TensorRT Python API and cached
+(:mod:`..artifacts.tensorrt_build`), then loaded from the verified bytes of the cache entry.
+Inference runs on device buffers allocated once at load for the largest input shape, on one
+CUDA stream; device memory and streams come from cuda-python (see :mod:`..platform.cuda` for
+why not PyTorch). Rect inference: a letterboxed model whose ONNX has dynamic height and width
+gets an engine with an optimisation profile over every stride multiple up to its input_size,
+and :meth:`prepare_shape` sets the execution context's input shape.
+
+Written against TensorRT 10.x's tensor-name API (``num_io_tensors``, ``get_tensor_name``,
+``set_input_shape``, ``set_tensor_address``, ``execute_async_v3``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from ..artifacts.cache import CacheError
+from ..artifacts.onnx_export import ONNX_FILE, ensure_onnx
+from ..artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
+from ..artifacts.tensorrt_build import (build_engine, calibration_fingerprint,
+                                        engine_cache_fields, engine_file_name, ensure_engine,
+                                        make_logger, rect_profile, static_profile)
+from ..loaders import check_weights
+from ..platform import cuda
+from ..text import clip
+from .base import Runner, RunnerConfig, RunnerError
+from .onnx_runner import labels_from_metadata
+
+#: Oldest TensorRT major version whose Python API this runner uses.
+MIN_TENSORRT_MAJOR = 10
+#: Image files the int8 calibrator reads from ``calibration_dir``.
+CALIBRATION_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp')
+#: At most this many calibration images are used (sorted by name).
+MAX_CALIBRATION_IMAGES = 500
+#: GPU facts: cuda-python first, so a TensorRT process does not import PyTorch for them.
+_FACTS = ('cuda-python', 'torch')
+
+
+def _import_tensorrt() -> ModuleType:
+    return importlib.import_module('tensorrt')
+
+
+def _tensorrt_reason() -> str | None:
+    try:
+        trt = _import_tensorrt()
+    except ImportError:
+        return ('TensorRT is not installed (pip install tensorrt, on a machine with an NVIDIA '
+                'GPU and driver)')
+    except Exception as exc:  # noqa: BLE001 - e.g. OSError for a missing libnvinfer
+        return f'TensorRT cannot be imported: {clip(exc)}'
+    version = str(getattr(trt, '__version__', '0'))
+    try:
+        major = int(version.split('.')[0])
+    except ValueError:
+        major = 0
+    if major < MIN_TENSORRT_MAJOR:
+        return (f'TensorRT {clip(version)} is too old: this runner needs TensorRT '
+                f'{MIN_TENSORRT_MAJOR} or newer')
+    return None
+
+
+def onnx_labels(onnx_bytes: bytes) -> list[str] | None:
+    """Class names in an ONNX model's metadata (read with ``onnx``, else ONNX Runtime)."""
+    try:
+        import onnx
+
+        meta = {p.key: p.value for p in onnx.load_from_string(onnx_bytes).metadata_props}
+    except ImportError:
+        try:
+            import onnxruntime
+        except ImportError:
+            return None
+        session = onnxruntime.InferenceSession(onnx_bytes, providers=['CPUExecutionProvider'])
+        meta = session.get_modelmeta().custom_metadata_map
+    except Exception:  # noqa: BLE001 - TensorRT's parser reports a broken model
+        return None
+    return labels_from_metadata(meta)
+
+
+def _weakly_typed(trt: ModuleType) -> bool:
+    """Whether this TensorRT has the builder's FP16/INT8 flags (10.x; 11 removed them)."""
+    return hasattr(trt.BuilderFlag, 'FP16')
+
+
+class TensorRTRunner(Runner):
+    """Runs a TensorRT engine built (and cached) from the model's ONNX on an NVIDIA GPU."""
+
+    backends = ('tensorrt',)
+
+    def __init__(self, config: RunnerConfig) -> None:
+        super().__init__(config)
+        self._trt: Any = None
+        self._rt: Any = None
+        self._logger: Any = None
+        self._runtime: Any = None
+        self._engine: Any = None
+        self._context: Any = None
+        self._stream: Any = None
+        self._input = ''
+        self._input_dtype: Any = np.float32
+        self._outputs: list[tuple[str, Any]] = []  # (name, numpy dtype), engine order
+        self._buffers: dict[str, tuple[int, int]] = {}  # name -> (device pointer, bytes)
+        self._shape: tuple[int, ...] | None = None
+        self._output_shapes: dict[str, tuple[int, ...]] = {}
+        self._device = 0
+        self._thread: int | None = None  # the thread the GPU was last made current on
+        self.gpu: cuda.GpuInfo | None = None
+        self.engine_path: Path | None = None
+
+    # -- availability and precision ---------------------------------------------------------
+
+    @classmethod
+    def unavailable_reason(cls, backend: str) -> str | None:
+        reason = _tensorrt_reason()
+        if reason:
+            return reason
+        try:
+            cuda.cuda_runtime()
+        except ImportError:
+            return ('cuda-python is not installed (pip install cuda-python): the TensorRT '
+                    'runner uses it for device memory and streams')
+        return cuda.gpu_unavailable_reason(0, _FACTS)
+
+    @classmethod
+    def auto_precision(cls, config: RunnerConfig) -> str:
+        """fp16 on GPUs with tensor cores (compute capability 7.0 or newer), else fp32."""
+        try:
+            info = cuda.gpu_info(cuda.device_index(config.device), _FACTS)
+        except cuda.CudaError:
+            info = None
+        return 'fp16' if info is not None and info.compute_capability >= (7, 0) else 'fp32'
+
+    # -- loading ----------------------------------------------------------------------------
+
+    def _fail(self, message: str) -> RunnerError:
+        return RunnerError(f"backend 'tensorrt': {message}")
+
+    def _select_gpu(self) -> cuda.GpuInfo:
+        try:
+            self._device = cuda.device_index(self.config.device)
+        except cuda.CudaError as exc:
+            raise self._fail(str(exc)) from None
+        reason = cuda.gpu_unavailable_reason(self._device, _FACTS)
+        if reason:
+            raise self._fail(reason)
+        info = cuda.gpu_info(self._device, _FACTS)
+        if info is None:
+            raise self._fail(f'cannot read the facts of GPU {self._device}')
+        cuda.set_device(self._rt, self._device)
+        self._thread = threading.get_ident()
+        return info
+
+    def _onnx_bytes(self) -> bytes:
+        """Return the model's ONNX: the verified cache entry, or the manifest's own file."""
+        cfg = self.config
+        if cfg.manifest.architecture == 'onnx':
+            return check_weights(cfg.weights).read_bytes()
+        entry = ensure_onnx(cfg.manifest, cfg.weights, cfg.cache, 'fp32')
+        return entry.read_verified(ONNX_FILE)
+
+    def _calibration_files(self) -> list[Path]:
+        cfg = self.config
+        folder = cfg.calibration_dir or getattr(cfg.manifest, 'calibration_dir', '') or ''
+        if not folder:
+            raise self._fail("precision 'int8' needs calibration images: set the "
+                             '`calibration_dir` parameter to a folder of typical camera images '
+                             '(a few hundred), or use fp16')
+        path = Path(str(folder)).expanduser()
+        if not path.is_dir():
+            raise self._fail(f"calibration_dir '{clip(path)}' is not a folder")
+        files = sorted(p for p in path.iterdir()
+                       if p.suffix.lower() in CALIBRATION_SUFFIXES and p.is_file())
+        if not files:
+            raise self._fail(f"calibration_dir '{clip(path)}' holds no images "
+                             f"({', '.join(CALIBRATION_SUFFIXES)})")
+        return files[:MAX_CALIBRATION_IMAGES]
+
+    def _calibration_tensors(self, files: list[Path], shape: tuple[int, int]):
+        """Yield each calibration image preprocessed exactly as the model's task does it."""
+        import cv2
+
+        from ..tasks.registry import create_task  # the task owns preprocessing
+
+        task = create_task(self.config.manifest)
+        for path in files:
+            image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            if image is None:
+                raise ValueError(f"calibration image '{clip(path)}' cannot be decoded")
+            tensor, _ = task.preprocess(image, 'bgr8', shape)
+            yield tensor
+
+    def _load(self) -> None:
+        reason = self.unavailable_reason('tensorrt')
+        if reason:
+            raise self._fail(reason)
+        cfg = self.config
+        self._trt = trt = _import_tensorrt()
+        self._rt = cuda.cuda_runtime()
+        if cfg.precision not in ('fp32', 'fp16', 'int8'):
+            raise self._fail(f"precision '{cfg.precision}' is not one of fp32, fp16, int8")
+        weak = _weakly_typed(trt)
+        if cfg.precision == 'int8' and (not weak or not hasattr(trt, 'IInt8EntropyCalibrator2')):
+            raise self._fail(
+                f'TensorRT {trt.__version__} has no implicit int8 calibration (removed in '
+                "TensorRT 11): use precision 'fp16', or TensorRT 10.x for int8")
+        try:
+            self.gpu = self._select_gpu()
+            entry = self._engine_entry(trt, weak)
+            self.cache_hit = entry.hit
+            self.engine_path = entry.file(engine_file_name(cfg.manifest.name, cfg.precision))
+            data = entry.read_verified(self.engine_path.name)
+            self.labels = json.loads(entry.read_verified('build.json')).get('labels')
+            self._logger = make_logger(trt, cfg.log)
+            self._runtime = trt.Runtime(self._logger)
+            self._engine = self._runtime.deserialize_cuda_engine(data)
+            if self._engine is None:
+                raise self._fail(f"TensorRT cannot load the engine '{self.engine_path}' "
+                                 '(its messages above say why)')
+            self._context = self._engine.create_execution_context()
+            if self._context is None:
+                raise self._fail('TensorRT cannot create an execution context (GPU memory?)')
+            self._bind_tensors(trt)
+        except (cuda.CudaError, CacheError) as exc:
+            self._release()
+            raise self._fail(str(exc)) from exc
+        except BaseException:
+            self._release()
+            raise
+
+    def _engine_entry(self, trt: ModuleType, weak: bool):
+        cfg = self.config
+        onnx_bytes = source = self._onnx_bytes()
+        if cfg.precision == 'fp16' and not weak:
+            fp16 = ensure_fp16_onnx(cfg.manifest.name, onnx_bytes, cfg.cache, cfg.log)
+            onnx_bytes = fp16.read_verified(FP16_ONNX_FILE)
+        manifest = cfg.manifest
+        rect = manifest.rect and manifest.preprocessing.letterbox
+        profile = rect_profile(manifest.input_size) if rect else \
+            static_profile(manifest.input_size)
+        files: list[Path] = []
+        if cfg.precision == 'int8':
+            files = self._calibration_files()
+        assert self.gpu is not None
+        fields = engine_cache_fields(
+            hashlib.sha256(onnx_bytes).hexdigest(), cfg.precision, profile,
+            str(trt.__version__), self.gpu, strongly_typed=not weak,
+            calibration=calibration_fingerprint(files) if files else None)
+
+        def build():
+            cfg.log(f"building a TensorRT {trt.__version__} {cfg.precision} engine for "
+                    f"'{clip(manifest.name)}' on {clip(self.gpu.name)} (sm {self.gpu.sm}): "
+                    'this takes minutes; it is cached for the next start')
+            calibration = None
+            if files:
+                shape = (int(profile[1][2]), int(profile[1][3]))
+                calibration = (self._calibration_tensors(files, shape), len(files))
+            engine, facts = build_engine(trt, onnx_bytes, cfg.precision, manifest.input_size,
+                                         profile, strongly_typed=not weak, log=cfg.log,
+                                         calibration=calibration, rt=self._rt)
+            facts['labels'] = onnx_labels(source)  # the fp32 model's metadata
+            cfg.log(f"TensorRT engine for '{clip(manifest.name)}' built in "
+                    f"{facts['build_seconds']} s")
+            return engine, facts
+
+        return ensure_engine(cfg.cache, manifest.name, fields, build)
+
+    def _bind_tensors(self, trt: ModuleType) -> None:
+        """Find the engine's input and outputs; allocate device buffers for the largest shape."""
+        engine = self._engine
+        inputs, self._outputs = [], []
+        for i in range(engine.num_io_tensors):
+            name = engine.get_tensor_name(i)
+            dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
+            if engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT:
+                inputs.append((name, dtype))
+            else:
+                self._outputs.append((name, dtype))
+        if len(inputs) != 1 or not self._outputs:
+            raise self._fail(f'the engine has {len(inputs)} inputs and {len(self._outputs)} '
+                             'outputs; this runner serves one image input')
+        self._input, self._input_dtype = inputs[0]
+        dims = [int(d) for d in engine.get_tensor_shape(self._input)]
+        self.dynamic_shapes = len(dims) == 4 and dims[2] == -1 and dims[3] == -1
+        self._stream = cuda.stream_create(self._rt)
+        height, width = self.config.manifest.input_size
+        self._set_shape((1, 3, height, width))
+
+    def _set_shape(self, shape: tuple[int, ...]) -> None:
+        """Set the input shape on the context; (re)allocate buffers that became too small."""
+        if not self._context.set_input_shape(self._input, shape):
+            raise self._fail(f'the engine does not accept input shape {shape} (outside the '
+                             'optimisation profile it was built with)')
+        shapes = {self._input: (tuple(shape), self._input_dtype)}
+        for name, dtype in self._outputs:
+            out_shape = tuple(int(d) for d in self._context.get_tensor_shape(name))
+            if any(d < 0 for d in out_shape):
+                raise self._fail(f"output '{clip(name)}' has no concrete shape for input "
+                                 f'{shape}')
+            shapes[name] = (out_shape, dtype)
+            self._output_shapes[name] = out_shape
+        for name, (tensor_shape, dtype) in shapes.items():
+            nbytes = int(np.prod(tensor_shape)) * np.dtype(dtype).itemsize
+            pointer, size = self._buffers.get(name, (0, 0))
+            if nbytes > size:
+                if pointer:
+                    cuda.free(self._rt, pointer)
+                    del self._buffers[name]
+                pointer = cuda.malloc(self._rt, nbytes)
+                self._buffers[name] = (pointer, nbytes)
+                self._context.set_tensor_address(name, pointer)
+        self._shape = tuple(shape)
+
+    def _use_device(self) -> None:
+        """Make this runner's GPU current on the calling thread (CUDA's is per thread)."""
+        thread = threading.get_ident()
+        if thread != self._thread:
+            cuda.set_device(self._rt, self._device)
+            self._thread = thread
+
+    def prepare_shape(self, shape: tuple[int, int]) -> None:
+        """Set the execution context's input shape for (height, width) before such frames."""
+        super().prepare_shape(shape)
+        if self._context is None:
+            raise RunnerError('runner is not loaded')
+        try:
+            self._use_device()
+            self._set_shape((1, 3, int(shape[0]), int(shape[1])))
+        except cuda.CudaError as exc:
+            raise self._fail(str(exc)) from exc
+
+    # -- inference --------------------------------------------------------------------------
+
+    def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
+        if self._context is None:
+            raise RunnerError('runner is not loaded')
+        if tuple(tensor.shape) != self._shape:
+            self.prepare_shape(tuple(tensor.shape[2:]))
+        rt, stream = self._rt, self._stream
+        host = np.ascontiguousarray(tensor, dtype=self._input_dtype)
+        try:
+            self._use_device()
+            cuda.copy_to_device(rt, self._buffers[self._input][0], host, stream)
+            if not self._context.execute_async_v3(int(stream)):
+                raise self._fail('TensorRT failed to run the engine')
+            outputs = []
+            for name, dtype in self._outputs:
+                out = np.empty(self._output_shapes[name], dtype=dtype)
+                cuda.copy_to_host(rt, out, self._buffers[name][0], stream)
+                outputs.append(out)
+            cuda.stream_synchronize(rt, stream)
+        except cuda.CudaError as exc:
+            raise self._fail(str(exc)) from exc
+        return [o if o.dtype == np.float32 else o.astype(np.float32) for o in outputs]
+
+    # -- release ----------------------------------------------------------------------------
+
+    def _release(self) -> None:
+        """Free device buffers and the stream, then drop the context, engine and runtime."""
+        rt = self._rt
+        if rt is not None and (self._buffers or self._stream is not None):
+            try:
+                self._use_device()
+            except cuda.CudaError:
+                pass
+        for pointer, _ in self._buffers.values():
+            try:
+                cuda.free(rt, pointer)
+            except cuda.CudaError:
+                pass
+        self._buffers.clear()
+        if self._stream is not None:
+            try:
+                cuda.stream_destroy(rt, self._stream)
+            except cuda.CudaError:
+                pass
+            self._stream = None
+        self._context = None  # before the engine it came from
+        self._engine = None
+        self._runtime = None
+        self._shape = None
+        self._output_shapes.clear()
+
+    def _unload(self) -> None:
+        self._release()
+
+    def describe(self) -> dict[str, Any]:
+        info = super().describe()
+        info['device'] = f'cuda:{self._device}'
+        if self._trt is not None:
+            info['tensorrt'] = str(self._trt.__version__)
+        gpu = cuda.gpu_info(self._device, _FACTS) if self._rt is not None else self.gpu
+        if gpu is not None:
+            info['gpu'] = gpu.as_dict()
+        info['engine_path'] = str(self.engine_path)
+        info['input_shape'] = list(self._shape) if self._shape else None
+        info['dynamic_shapes'] = self.dynamic_shapes
+        return info
