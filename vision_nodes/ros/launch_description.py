@@ -17,6 +17,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -25,9 +26,11 @@ from ..runners.registry import BACKEND_CHOICES
 PACKAGE = 'vision_nodes'
 EXECUTABLE = 'vision_node'
 LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'fatal']
-DEFAULT_BACKEND = 'onnx'
-#: String parameters that a non-empty launch argument of the same name overrides.
-OVERRIDABLE = ('model', 'backend', 'model_dir', 'engine_cache_dir')
+DEFAULT_BACKEND = 'auto'
+#: Parameters that a non-empty launch argument of the same name overrides (all strings but
+#: ``models``, a list written ``a,b`` or ``[a, b]``).
+OVERRIDABLE = ('model', 'models', 'backend', 'model_dir', 'engine_cache_dir',
+               'image_transport')
 
 
 @dataclass(frozen=True)
@@ -58,27 +61,42 @@ def package_share_file(relative: str, launch_file: str | os.PathLike) -> str:
 
 
 def declare_arguments(*, default_model: str, default_params_file: str, task: str,
-                      outputs: tuple[Output, ...]) -> list:
+                      outputs: tuple[Output, ...],
+                      default_models: list[str] | None = None) -> list:
     """Return the DeclareLaunchArgument actions shared by the vision_nodes launch files."""
     from launch.actions import DeclareLaunchArgument
 
     params_help = ('Parameters file (ROS 2 YAML, `/**: ros__parameters:`). The launch arguments '
-                   'model, backend, model_dir and engine_cache_dir override it when given '
-                   '(non-empty).')
+                   f"{', '.join(OVERRIDABLE)} override it when given (non-empty).")
     if not default_params_file:
         params_help += ' Empty: none (the node\'s defaults).'
     args = [
         DeclareLaunchArgument(
             'backend', default_value='', choices=['', *BACKEND_CHOICES],
             description='Inference backend: cpu/cuda/rocm run PyTorch, onnx runs ONNX Runtime, '
-                        'auto picks the best one that loads. The model manifest lists the '
-                        'backends it supports. Empty: the parameters file\'s value, else '
+                        'openvino and tensorrt their runtimes, auto picks the fastest one that '
+                        'every model supports and that loads here. The model manifest lists '
+                        'the backends it supports. Empty: the parameters file\'s value, else '
                         f'{DEFAULT_BACKEND}.'),
         DeclareLaunchArgument(
             'model', default_value='',
             description=f'Model manifest for the {task} task: a name under '
                         'share/vision_nodes/config/models or a path to a manifest YAML file. '
-                        f'Empty: the parameters file\'s value, else {default_model}.'),
+                        f'Empty: the parameters file\'s value, else {default_model}.'
+                        + (' Ignored while models is set.' if default_models else '')),
+        DeclareLaunchArgument(
+            'models', default_value='',
+            description='Several models in one node: manifest names or paths, `a,b` or '
+                        '`[a, b]`; their outputs are namespaced by model name '
+                        '(<name>/detections, <name>/depth...). Empty: the parameters '
+                        'file\'s value, else '
+                        + (', '.join(default_models) if default_models else 'none (model)')
+                        + '.'),
+        DeclareLaunchArgument(
+            'image_transport', default_value='', choices=['', 'raw', 'compressed'],
+            description='raw: subscribe sensor_msgs/Image on image_topic; compressed: '
+                        'sensor_msgs/CompressedImage on <image_topic>/compressed. Empty: the '
+                        'parameters file\'s value, else raw.'),
         DeclareLaunchArgument(
             'model_dir', default_value='',
             description='Folder holding the weights. Empty: keep the parameters file\'s value '
@@ -118,14 +136,25 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
     return args
 
 
-def node_parameters(default_model: str, params_file: str,
-                    arguments: dict[str, str]) -> list[dict[str, str] | str]:
+def model_list(text: str) -> list[str]:
+    """Parse the ``models`` launch argument: ``a,b`` or a YAML list ``[a, b]``."""
+    text = text.strip()
+    if text.startswith('['):
+        parsed = yaml.safe_load(text)
+        if not isinstance(parsed, list) or not all(isinstance(v, str) for v in parsed):
+            raise RuntimeError(f'models:={text!r} is not a list of manifest names')
+        return [v.strip() for v in parsed if v.strip()]
+    return [v.strip() for v in text.split(',') if v.strip()]
+
+
+def node_parameters(default_model: str, params_file: str, arguments: dict[str, str],
+                    default_models: list[str] | None = None) -> list[dict[str, Any] | str]:
     """Return the node's ``parameters`` entries (files and dicts), lowest priority first.
 
-    The entries are: the launch file's defaults (``default_model``, :data:`DEFAULT_BACKEND`),
-    then ``params_file`` (if any), then the non-empty ``arguments`` (launch arguments named as
-    in :data:`OVERRIDABLE`), so a file that sets model or backend is not overridden by a
-    default the user never typed.
+    The entries are: the launch file's defaults (``default_model``, ``default_models`` when
+    the launch file runs several, :data:`DEFAULT_BACKEND`), then ``params_file`` (if any),
+    then the non-empty ``arguments`` (launch arguments named as in :data:`OVERRIDABLE`), so
+    a file that sets model or backend is not overridden by a default the user never typed.
 
     launch_ros passes each entry as a ``--params-file``, a dict as a temporary file keyed by
     the node's full name. rcl merges the files per key (a later file wins within a key) but
@@ -133,13 +162,17 @@ def node_parameters(default_model: str, params_file: str,
     key would come first and a ``/**`` parameters file would beat the arguments too; so the
     defaults are written here as a ``/**`` file.
     """
-    entries: list[dict[str, str] | str] = [
-        _wildcard_params_file({'model': default_model, 'backend': DEFAULT_BACKEND})]
+    defaults: dict[str, Any] = {'model': default_model, 'backend': DEFAULT_BACKEND}
+    if default_models:
+        defaults['models'] = list(default_models)
+    entries: list[dict[str, Any] | str] = [_wildcard_params_file(defaults)]
     if params_file:
         if not os.path.isfile(params_file):
             raise RuntimeError(f"params_file '{params_file}' does not exist")
         entries.append(params_file)
-    given = {name: value for name, value in arguments.items() if value}
+    given: dict[str, Any] = {name: value for name, value in arguments.items() if value}
+    if 'models' in given:
+        given['models'] = model_list(given['models'])
     if given:
         entries.append(given)
     return entries
@@ -153,7 +186,8 @@ def _wildcard_params_file(values: dict[str, str]) -> str:
     return f.name
 
 
-def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str) -> list:
+def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str,
+                        default_models: list[str] | None) -> list:
     """Return the LifecycleNode and its lifecycle event handlers (an OpaqueFunction body)."""
     from launch.actions import EmitEvent, LogInfo, RegisterEventHandler, Shutdown
     from launch.event_handlers import OnProcessStart
@@ -164,16 +198,19 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str
     from launch_ros.events.lifecycle import ChangeState
     from launch_ros.parameter_descriptions import ParameterValue
     from lifecycle_msgs.msg import Transition
+    from typing import List
 
     def arg(name: str) -> str:
         return LaunchConfiguration(name).perform(context).strip()
 
-    # ParameterValue(value_type=str) keeps launch_ros from YAML-typing the strings.
+    # ParameterValue(value_type=...) keeps launch_ros from YAML-typing the strings.
     arguments = {name: arg(name) for name in OVERRIDABLE}
     parameters = [
-        {k: ParameterValue(v, value_type=str) for k, v in entry.items()}
+        {k: ParameterValue(v, value_type=List[str] if isinstance(v, list) else str)
+         for k, v in entry.items()}
         if isinstance(entry, dict) else entry
-        for entry in node_parameters(default_model, arg('params_file'), arguments)]
+        for entry in node_parameters(default_model, arg('params_file'), arguments,
+                                     default_models)]
     given = ', '.join(f"{k} '{arguments[k]}'" for k in ('model', 'backend') if arguments[k])
 
     name, namespace = arg('node_name'), arg('namespace')
@@ -228,7 +265,8 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str
 
 
 def vision_launch_description(*, task: str, default_model: str, default_params_file: str,
-                              outputs: tuple[Output, ...]):
+                              outputs: tuple[Output, ...],
+                              default_models: list[str] | None = None):
     """Return a LaunchDescription: the shared arguments plus one lifecycle ``vision_node``."""
     from launch import LaunchDescription
     from launch.actions import OpaqueFunction
@@ -236,6 +274,7 @@ def vision_launch_description(*, task: str, default_model: str, default_params_f
     return LaunchDescription([
         *declare_arguments(default_model=default_model,
                            default_params_file=default_params_file, task=task,
-                           outputs=outputs),
-        OpaqueFunction(function=_node_and_lifecycle, args=[outputs, default_model]),
+                           outputs=outputs, default_models=default_models),
+        OpaqueFunction(function=_node_and_lifecycle,
+                       args=[outputs, default_model, default_models]),
     ])
