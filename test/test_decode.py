@@ -384,3 +384,25 @@ def test_message_built_by_hand_decodes(assets):
 def test_numpy_to_compressed_refuses_float_images():
     with pytest.raises(ImageConversionError, match='32FC1'):
         numpy_to_compressed(np.zeros((4, 4), np.float32), '32FC1')
+
+
+@pytest.mark.parametrize('args,expected', [
+    ([], '/robot/image/compressed'),
+    (['-r', 'image:=/cam/image_raw'], '/cam/image_raw/compressed'),
+    (['-r', 'image:=camera/color'], '/robot/camera/color/compressed'),
+])
+def test_compressed_topic_follows_the_remapped_base(args, expected):
+    """Like image_transport: remap the base name, then append /compressed."""
+    import rclpy
+
+    from vision_nodes.ros.compressed_input import compressed_topic
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        node = rclpy.create_node('vision_node', namespace='/robot', context=context,
+                                 cli_args=['--ros-args', *args] if args else None)
+        assert compressed_topic(node) == expected
+        node.destroy_node()
+    finally:
+        rclpy.shutdown(context=context)

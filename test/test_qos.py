@@ -193,6 +193,17 @@ def test_silence_from_a_compressed_topic(ros, topic):
         _cleanup(nodes)
 
 
+def test_silence_from_a_raw_topic_where_compressed_is_expected(ros, topic):
+    pubs, nodes = _publishers(ros, topic, [RELIABLE], msg_type=Image)
+    try:
+        text = explain_silence(ros.get_publishers_info_by_topic(topic),
+                               subscription_qos('reliable', 1), topic,
+                               expected_type='sensor_msgs/msg/CompressedImage')
+        assert 'publish sensor_msgs/msg/Image' in text and 'set image_transport to raw' in text
+    finally:
+        _cleanup(nodes)
+
+
 def test_many_publishers_are_listed_briefly(ros, topic):
     pubs, nodes = _publishers(ros, topic, [BEST_EFFORT] * 5)
     try:

@@ -24,6 +24,16 @@ DEFAULT_JPEG_QUALITY = 95
 DEFAULT_PNG_LEVEL = 3
 
 
+def compressed_topic(node, base: str = 'image') -> str:
+    """Return the topic of ``base``'s compressed images: ``<resolved base>/compressed``.
+
+    As image_transport does: the base name is expanded and remapped first (``image:=/cam/
+    image_raw`` gives ``/cam/image_raw/compressed``); a remap of ``image`` does not apply to
+    the name ``image/compressed`` itself.
+    """
+    return node.resolve_topic_name(base).rstrip('/') + '/compressed'
+
+
 def compressed_to_numpy(msg, jpeg_decoder: str | None = None) -> tuple[np.ndarray, str]:
     """Decode a ``sensor_msgs/CompressedImage``; return ``(array, encoding)``.
 

@@ -173,8 +173,12 @@ def explain_silence(publishers: Sequence, subscription: QoSProfile, topic: str,
     wrong = [i for i in publishers if i.topic_type != expected_type]
     if wrong:
         kind = clip(wrong[0].topic_type, 80)
-        hint = (": set image_transport to compressed and remap image to the base topic"
-                if kind.endswith('CompressedImage') else '')
+        hint = ''
+        if kind.endswith('/CompressedImage'):
+            hint = ': set image_transport to compressed and remap image to the base topic'
+        elif kind.endswith('/Image') and expected_type.endswith('/CompressedImage'):
+            hint = ': a raw topic; set image_transport to raw, or remap image to a camera ' \
+                'that also publishes <topic>/compressed'
         return (f"{_listing(wrong, with_qos=False)} publish {kind} on '{topic}', not "
                 f'{expected_type}{hint}')
     blocked = [(i, incompatibility(i.qos_profile, subscription)) for i in publishers]
