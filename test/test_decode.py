@@ -85,6 +85,39 @@ def test_mono_jpeg_matches_opencv(bus_bgr, decoder):
     assert np.abs(image.astype(int) - reference).max() <= 4
 
 
+def _cmyk_jpeg(bgr: np.ndarray) -> bytes:
+    pil = pytest.importorskip('PIL.Image', reason='Pillow writes CMYK JPEGs')
+    out = io.BytesIO()
+    pil.fromarray(np.ascontiguousarray(bgr[:, :, ::-1])).convert('CMYK').save(out, 'JPEG')
+    return out.getvalue()
+
+
+JPEG_VARIANTS = {
+    'progressive': [cv2.IMWRITE_JPEG_PROGRESSIVE, 1],
+    'restart markers': [cv2.IMWRITE_JPEG_RST_INTERVAL, 4],
+    '4:4:4': [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_444],
+    '4:2:2': [cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_422],
+    'optimised tables': [cv2.IMWRITE_JPEG_OPTIMIZE, 1],
+    'cmyk': None,
+}
+
+
+@pytest.mark.parametrize('decoder', DECODERS)
+@pytest.mark.parametrize('variant', sorted(JPEG_VARIANTS))
+def test_jpeg_variants_match_opencv(bus_bgr, variant, decoder):
+    params = JPEG_VARIANTS[variant]
+    if params is None:
+        data = _cmyk_jpeg(bus_bgr)
+    else:
+        data = cv2.imencode('.jpg', bus_bgr, [cv2.IMWRITE_JPEG_QUALITY, 90] + params)[1]
+        data = data.tobytes()
+    reference = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    image, encoding = decode_compressed(data, 'jpeg', decoder)
+    assert image.shape == reference.shape
+    diff = np.abs(to_rgb(image, encoding).astype(int) - reference[:, :, ::-1])
+    assert diff.max() <= 4 and diff.mean() < 0.05
+
+
 def test_colour_png_is_lossless(bus_bgr):
     image, encoding = decode_compressed(_png(bus_bgr), 'bgr8; png compressed bgr8')
     assert encoding == 'bgr8'
