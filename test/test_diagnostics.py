@@ -1,0 +1,317 @@
+"""Frame statistics, the health rules and the DiagnosticArray built from them.
+
+FrameStats takes its clock as an argument: the tests drive it with a settable clock so rates
+and windows are exact; one test hammers it from real threads. Messages go through rclpy's
+serialiser.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+from rclpy.serialization import deserialize_message, serialize_message
+from builtin_interfaces.msg import Time
+
+from vision_nodes.ros.diagnostics import (NodeFacts, diagnostic_array, diagnostic_status,
+                                          status_values)
+from vision_nodes.stats import (ERROR, OK, WARN, FrameStats, HealthLimits, assess,
+                                host_rss_bytes, stamp_latency)
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _stream(stats: FrameStats, clock: Clock, rate: float, seconds: float,
+            process_every: int = 1, latency: float = 0.05, drop_every: int = 0,
+            fail: bool = False) -> None:
+    """Feed ``rate`` Hz of frames for ``seconds``.
+
+    One in ``process_every`` is processed, or all but one in ``drop_every``; the rest are
+    dropped. With ``fail`` every frame fails instead.
+    """
+    for i in range(int(round(rate * seconds))):
+        stats.on_received()
+        if fail:
+            stats.on_error('inference failed on a frame')
+        elif i % process_every == 0 and not (drop_every and i % drop_every == 0):
+            stats.on_processed(latency, latency / 2)
+        else:
+            stats.on_dropped()
+        clock.now += 1.0 / rate
+
+
+# ----------------------------------------------------------------- FrameStats
+def test_rates_counts_and_percentiles_over_the_window():
+    clock = Clock()
+    stats = FrameStats(window_s=10.0, clock=clock)
+    for i in range(200):  # 20 Hz for 10 s, latencies 10..209 ms
+        stats.on_received()
+        stats.on_processed(0.010 + i / 1000, 0.004)
+        clock.now += 0.05
+    snap = stats.snapshot()
+    assert snap.received == snap.processed == 200
+    assert snap.input_rate_hz == pytest.approx(20.0, rel=0.02)
+    assert snap.processed_rate_hz == pytest.approx(20.0, rel=0.02)
+    window = np.array([0.010 + i / 1000 for i in range(200)])
+    assert snap.latency_p50_s == pytest.approx(np.percentile(window, 50))
+    assert snap.latency_p95_s == pytest.approx(np.percentile(window, 95))
+    assert snap.processing_p50_s == pytest.approx(0.004)
+    assert snap.since_last_image_s == pytest.approx(0.05)
+    clock.now += 5.0  # half the window later, half the frames have left it
+    snap = stats.snapshot()
+    assert snap.received_in_window == 100 and snap.received == 200
+    assert snap.input_rate_hz == pytest.approx(10.0, rel=0.03)
+    assert snap.latency_p50_s == pytest.approx(np.percentile(window[100:], 50))
+
+
+def test_rate_of_a_stream_that_began_inside_the_window():
+    """A camera starting late is measured from its first frame, not from activation."""
+    clock = Clock()
+    stats = FrameStats(window_s=10.0, clock=clock)
+    clock.now += 6.0  # activated, nothing for 6 s
+    _stream(stats, clock, rate=15.0, seconds=2.0)
+    snap = stats.snapshot()
+    assert snap.input_rate_hz == pytest.approx(15.0, rel=0.05)
+    assert snap.processed_rate_hz == pytest.approx(15.0, rel=0.05)
+    assert snap.since_first_image_s == pytest.approx(2.0, rel=0.02)
+
+
+def test_saturated_window_measures_over_the_kept_events():
+    clock = Clock()
+    stats = FrameStats(window_s=10.0, max_events=50, clock=clock)
+    _stream(stats, clock, rate=100.0, seconds=5.0)  # 500 frames, 50 kept
+    snap = stats.snapshot()
+    assert snap.received == 500 and snap.received_in_window == 50
+    assert snap.input_rate_hz == pytest.approx(100.0, rel=0.05)
+
+
+def test_drops_errors_and_reset():
+    clock = Clock()
+    stats = FrameStats(window_s=10.0, clock=clock)
+    _stream(stats, clock, rate=10.0, seconds=3.0, process_every=3)
+    stats.on_error('inference failed: bad\nthing')
+    snap = stats.snapshot()
+    assert (snap.received, snap.processed, snap.dropped, snap.errors) == (30, 10, 20, 1)
+    assert snap.last_error == 'inference failed: bad\\x0athing'
+    stats.reset()
+    snap = stats.snapshot()
+    assert (snap.received, snap.processed, snap.dropped, snap.errors) == (0, 0, 0, 0)
+    assert snap.since_last_image_s is None and snap.latency_p50_s is None
+    assert snap.input_rate_hz == 0.0 and snap.last_error is None
+
+
+def test_updates_from_many_threads_are_all_counted():
+    stats = FrameStats(window_s=60.0)
+
+    def work():
+        for _ in range(2000):
+            stats.on_received()
+            stats.on_processed(0.01, 0.005)
+            stats.on_dropped()
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    reader_snaps = [stats.snapshot() for _ in range(50)]  # read while they write
+    for thread in threads:
+        thread.join()
+    snap = stats.snapshot()
+    assert (snap.received, snap.processed, snap.dropped) == (8000, 8000, 8000)
+    assert all(s.received >= s.processed - 1 for s in reader_snaps)
+
+
+def test_stamp_latency():
+    assert stamp_latency(0, 0, 5_000_000_000) is None  # an unstamped image
+    assert stamp_latency(4, 900_000_000, 5_000_000_000) == pytest.approx(0.1)
+
+
+def test_host_rss_follows_memory_use():
+    before = host_rss_bytes()
+    assert before is not None and before > 10 << 20
+    block = np.ones(64 << 20, np.uint8)  # touched: resident
+    after = host_rss_bytes()
+    assert after - before > 48 << 20
+    del block
+
+
+# ----------------------------------------------------------------- health rules
+def _snap_after(rate: float, seconds: float = 12.0, process_every: int = 1,
+                latency: float = 0.05, silent_for: float = 0.0, errors: int = 0):
+    clock = Clock()
+    stats = FrameStats(window_s=10.0, clock=clock)
+    if rate:
+        _stream(stats, clock, rate, seconds, process_every, latency)
+    for _ in range(errors):
+        stats.on_error('skipping image: unsupported encoding')
+    clock.now += silent_for
+    return stats.snapshot()
+
+
+def test_healthy_stream_is_ok():
+    health = assess(_snap_after(30.0), HealthLimits(expected_rate_hz=30.0, max_latency_s=0.1))
+    assert health.level == OK and 'processing 30' in health.message
+
+
+def test_inactive_node_is_ok_whatever_its_counters():
+    health = assess(_snap_after(0.0, silent_for=60.0), HealthLimits(), state='inactive')
+    assert health.level == OK and health.message.startswith('inactive')
+
+
+def test_no_image_after_activation_is_an_error_with_its_cause():
+    snap = _snap_after(0.0, silent_for=6.0)
+    calls = []
+
+    def cause():
+        calls.append(1)
+        return "no publisher on '/camera/image'"
+
+    health = assess(snap, HealthLimits(no_image_timeout_s=5.0), explain_silence=cause)
+    assert health.level == ERROR and calls == [1]
+    assert 'no image for 6 s (since activation)' in health.message
+    assert "no publisher on '/camera/image'" in health.message
+    # Before the timeout the cause is not even looked up.
+    health = assess(_snap_after(0.0, silent_for=4.0), HealthLimits(no_image_timeout_s=5.0),
+                    explain_silence=cause)
+    assert health.level == OK and calls == [1]
+
+
+def test_images_that_stop_are_an_error():
+    health = assess(_snap_after(10.0, silent_for=7.0), HealthLimits(no_image_timeout_s=5.0))
+    assert health.level == ERROR and 'since the last one' in health.message
+    assert assess(_snap_after(10.0, silent_for=7.0),
+                  HealthLimits(no_image_timeout_s=0.0)).level == OK  # check off
+
+
+@pytest.mark.parametrize('drop_every,process_every,level,dropped',
+                         [(0, 1, OK, 0), (4, 1, WARN, 25), (0, 3, ERROR, 67)])
+def test_model_slower_than_the_camera(drop_every, process_every, level, dropped):
+    clock = Clock()
+    stats = FrameStats(window_s=10.0, clock=clock)
+    _stream(stats, clock, 30.0, 12.0, process_every=process_every, drop_every=drop_every)
+    health = assess(stats.snapshot(), HealthLimits(expected_rate_hz=30.0))
+    assert health.level == level
+    if level != OK:
+        assert 'the model is slower than the camera' in health.message
+        assert f'{dropped}% are dropped' in health.message
+
+
+def test_slightly_slow_processing_is_a_warning():
+    snap = _snap_after(25.0)  # 25 Hz of an expected 30: between 50 % and 90 %
+    health = assess(snap, HealthLimits(expected_rate_hz=30.0))
+    assert health.level == WARN
+    assert 'images arrive at only 25.0 Hz' in health.message  # the camera, not the model
+    assert assess(snap, HealthLimits(expected_rate_hz=0.0)).level == OK  # check off
+
+
+def test_rate_is_not_judged_before_the_stream_settles():
+    snap = _snap_after(30.0, seconds=1.0, process_every=3)
+    assert assess(snap, HealthLimits(expected_rate_hz=30.0)).level == OK
+
+
+@pytest.mark.parametrize('latency,level', [(0.08, OK), (0.15, WARN), (0.25, ERROR)])
+def test_latency_bound(latency, level):
+    health = assess(_snap_after(10.0, latency=latency), HealthLimits(max_latency_s=0.1))
+    assert health.level == level
+    if level != OK:
+        assert f'latency p95 {latency * 1e3:.0f} ms is above max_latency 100 ms' \
+            in health.message
+
+
+def test_errors_warn_and_all_failing_is_an_error():
+    health = assess(_snap_after(10.0, errors=3), HealthLimits())
+    assert health.level == WARN and '3 frames failed' in health.message
+    assert 'unsupported encoding' in health.message
+    clock = Clock()
+    stats = FrameStats(window_s=10.0, clock=clock)
+    _stream(stats, clock, 10.0, 12.0)
+    _stream(stats, clock, 10.0, 11.0, fail=True)  # long enough to push every success out
+    health = assess(stats.snapshot(), HealthLimits())
+    assert health.level == ERROR
+    assert health.message.startswith('every frame failed in the last 10 s: ')
+    assert health.message.endswith(' errors (last: inference failed on a frame)')
+
+
+def test_reasons_are_combined_worst_first():
+    snap = _snap_after(30.0, process_every=3, latency=0.15)
+    health = assess(snap, HealthLimits(expected_rate_hz=30.0, max_latency_s=0.1))
+    assert health.level == ERROR
+    first, second = health.message.split('; ')
+    assert first.startswith('processing') and second.startswith('latency p95')
+
+
+# ----------------------------------------------------------------- the ROS message
+FACTS = NodeFacts(node_name='/robot/vision_node', hardware_id='cpu (x86_64)',
+                  models=('yolov8n',), backend='onnx', precision='fp32', device='cpu',
+                  engine_cache='hit', image_topic='/robot/camera/image',
+                  image_transport='raw', qos='reliable, depth 1 (auto)')
+KEYS = ['state', 'image topic', 'image transport', 'subscription QoS', 'frames received',
+        'frames processed', 'frames dropped', 'errors', 'window (s)', 'input rate (Hz)',
+        'processed rate (Hz)', 'expected rate (Hz)', 'frames dropped in window',
+        'errors in window', 'latency p50 (ms)', 'latency p95 (ms)', 'max latency (ms)',
+        'processing p50 (ms)', 'time since last image (s)', 'last error', 'models', 'backend',
+        'precision', 'device', 'engine cache', 'host RSS (MiB)']
+
+
+def _round_trip(msg: DiagnosticArray) -> DiagnosticArray:
+    return deserialize_message(serialize_message(msg), DiagnosticArray)
+
+
+def test_diagnostic_array_round_trips_with_every_key():
+    snap = _snap_after(30.0, process_every=3)
+    limits = HealthLimits(expected_rate_hz=30.0, max_latency_s=0.1)
+    status = diagnostic_status(snap, FACTS, limits, device_memory_bytes=512 << 20)
+    msg = _round_trip(diagnostic_array(Time(sec=12, nanosec=5), status))
+    assert msg.header.stamp.sec == 12 and len(msg.status) == 1
+    got = msg.status[0]
+    assert got.level == DiagnosticStatus.ERROR
+    assert got.name == '/robot/vision_node' and got.hardware_id == 'cpu (x86_64)'
+    assert 'the model is slower than the camera' in got.message
+    values = {kv.key: kv.value for kv in got.values}
+    assert [kv.key for kv in got.values] == KEYS + ['device memory (MiB)']
+    assert values['device memory (MiB)'] == '512'
+    assert values['frames received'] == '360' and values['frames processed'] == '120'
+    assert float(values['processed rate (Hz)']) == pytest.approx(10.0, rel=0.05)
+    assert values['latency p50 (ms)'] == '50.0' and values['expected rate (Hz)'] == '30'
+    assert values['models'] == 'yolov8n' and values['engine cache'] == 'hit'
+    assert int(values['host RSS (MiB)']) > 10
+
+
+@pytest.mark.parametrize('state,level', [('active', DiagnosticStatus.ERROR),
+                                         ('inactive', DiagnosticStatus.OK),
+                                         ('unconfigured', DiagnosticStatus.OK)])
+def test_levels_reach_the_message(state, level):
+    snap = _snap_after(0.0, silent_for=30.0)
+    status = diagnostic_status(snap, FACTS, HealthLimits(), state=state,
+                               explain_silence=lambda: 'QoS mismatch: /cam (best effort)')
+    got = _round_trip(diagnostic_array(Time(), status)).status[0]
+    assert got.level == level
+    values = {kv.key: kv.value for kv in got.values}
+    assert values['state'] == state and values['time since last image (s)'] == 'never'
+    assert values['latency p95 (ms)'] == 'n/a' and values['max latency (ms)'] == 'not checked'
+    if state == 'active':
+        assert 'QoS mismatch: /cam (best effort)' in got.message
+
+
+def test_untrusted_text_is_clipped_in_the_message():
+    snap = _snap_after(0.0, silent_for=30.0)
+    status = diagnostic_status(snap, FACTS, HealthLimits(),
+                               explain_silence=lambda: 'x' * 5000 + '\n',
+                               extra={'camera': 'evil\nvalue'})
+    got = _round_trip(diagnostic_array(Time(), status)).status[0]
+    assert len(got.message) < 700 and '\n' not in got.message
+    assert {kv.key: kv.value for kv in got.values}['camera'] == 'evil\\x0avalue'
+
+
+def test_status_values_without_device_memory_or_rss():
+    pairs = status_values(_snap_after(5.0), FACTS, HealthLimits(), 'active')
+    assert [k for k, _ in pairs] == KEYS and dict(pairs)['host RSS (MiB)'] == 'n/a'
