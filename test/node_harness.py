@@ -84,10 +84,10 @@ def median(samples: list[float]) -> float:
 
 
 def start_camera(image: Path, seconds: float, rate: float = 30.0, topic: str = '/image',
-                 *extra: str) -> subprocess.Popen:
+                 *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start a camera in a process of its own (``vision_nodes.tools.image_publisher``)."""
     return subprocess.Popen(
         [sys.executable, '-m', 'vision_nodes.tools.image_publisher', str(image),
          '--topic', topic, '--rate', str(rate), '--seconds', str(seconds), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, 'PYTHONUNBUFFERED': '1'})
+        env={**os.environ, 'PYTHONUNBUFFERED': '1', **(env or {})})

@@ -9,9 +9,13 @@ import pytest
 import yaml
 
 from vision_nodes.ros.params import PARAMS as NODE_PARAMS
-from vision_nodes.tasks.detect import DetectionTask
+from vision_nodes.ros.params import REPORTS
+from vision_nodes.tasks import TASK_MAP, task_class
 
-PARAMS = NODE_PARAMS + DetectionTask.params
+#: Every task's live parameters, once each (a node declares those of the models it runs).
+TASK_PARAMS = tuple({spec.name: spec for name, target in TASK_MAP.items() if target
+                     for spec in task_class(name).params}.values())
+PARAMS = NODE_PARAMS + TASK_PARAMS + REPORTS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,8 +44,9 @@ def test_params_file_lists_every_parameter_with_its_default():
         pytest.fail('config/detect.yaml is missing')
     data = yaml.safe_load(path.read_text())
     values = data['/**']['ros__parameters']
-    assert values == {p.name: p.default for p in PARAMS}
-    for spec in PARAMS:
+    settable = NODE_PARAMS + task_class('detect').params
+    assert values == {p.name: p.default for p in settable}
+    for spec in settable:
         assert type(values[spec.name]) is type(spec.default), spec.name
 
 

@@ -40,7 +40,7 @@ def _effective(entries: list, tmp_path: Path) -> dict[str, object]:
         try:
             # confidence_threshold belongs to a detection model's task: declared when the
             # model is one (yolov8n), absent for another task.
-            return {name: node.get_parameter(name).value
+            return {name: node.get_parameter_or(name).value
                     for name in (*OVERRIDABLE, 'confidence_threshold')
                     if node.has_parameter(name)}
         finally:

@@ -62,7 +62,7 @@ def bus_msg(bus_bgr) -> Image:
 
 @pytest.fixture(scope='module')
 def harness(model_dir, engine_cache_dir):
-    h = Harness({'backend': 'onnx', 'model_dir': str(model_dir),
+    h = Harness({'backend': 'onnx', 'model_dir': str(model_dir), 'qos_reliability': 'reliable',
                  'engine_cache_dir': str(engine_cache_dir)},
                 'vision_node_it')
     yield h
@@ -173,7 +173,7 @@ def test_parameter_validation(harness):
 
 
 def test_best_effort_camera_is_reported_as_incompatible(harness):
-    """The default reliable subscription cannot hear a best-effort camera: say so clearly."""
+    """A reliable subscription cannot hear a best-effort camera: say so clearly."""
     from rclpy.qos import qos_profile_sensor_data
 
     harness.client.publisher(Image, '/image', qos_profile_sensor_data)

@@ -1,35 +1,30 @@
 """The node's image subscription: created on activate, destroyed on deactivate or when idle.
 
-One subscription feeds every model of the node. It is created with an explicit QoS (chosen by
-the node from ``qos_reliability``) and reports publishers it cannot hear through rclpy's
-incompatible-QoS event, which otherwise fails silently ("no detections").
+One subscription feeds every model of the node: ``image`` (``sensor_msgs/Image``) or, with
+``image_transport: compressed``, ``<image>/compressed`` (``sensor_msgs/CompressedImage``, named
+as image_transport names it: the remapped base topic plus ``/compressed``). It is created with
+an explicit QoS (chosen by the node from ``qos_reliability``, see :mod:`.qos`) and reports
+publishers it cannot hear through rclpy's incompatible-QoS event, which otherwise fails
+silently ("no detections").
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import QoSProfile
 from sensor_msgs.msg import CompressedImage, Image
+
+from .compressed_input import compressed_topic
 
 try:  # Iron and later
     from rclpy.event_handler import SubscriptionEventCallbacks
 except ImportError:  # Humble
     from rclpy.qos_event import SubscriptionEventCallbacks
 
-RELIABILITY = {'reliable': ReliabilityPolicy.RELIABLE,
-               'best_effort': ReliabilityPolicy.BEST_EFFORT}
-
-
-def image_qos(reliability: str, depth: int) -> QoSProfile:
-    """Subscription QoS: ``reliable`` or ``best_effort``, keep last ``depth``, volatile."""
-    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST,
-                      reliability=RELIABILITY[reliability],
-                      durability=DurabilityPolicy.VOLATILE)
-
 
 class ImageSubscription:
-    """The subscription to ``image`` (raw) or ``image/compressed`` (compressed)."""
+    """The subscription to the raw or compressed image topic, re-creatable with another QoS."""
 
     def __init__(self, node: Any, callback: Callable[[Any], None],
                  on_incompatible: Callable[[Any], None], transport: str = 'raw') -> None:
@@ -37,26 +32,28 @@ class ImageSubscription:
         self._callback = callback
         self._on_incompatible = on_incompatible
         self.transport = transport
-        self.msg_type = CompressedImage if transport == 'compressed' else Image
-        self._topic = 'image/compressed' if transport == 'compressed' else 'image'
-        self.topic_name = node.resolve_topic_name(self._topic)
+        if transport == 'compressed':
+            self.msg_type, self.topic_name = CompressedImage, compressed_topic(node)
+            self.type_name = 'sensor_msgs/msg/CompressedImage'
+        else:
+            self.msg_type, self.topic_name = Image, node.resolve_topic_name('image')
+            self.type_name = 'sensor_msgs/msg/Image'
         self._sub = None
-        #: The reliability of the current subscription ('reliable' / 'best_effort').
-        self.reliability = ''
+        #: The QoS of the current (or last) subscription.
+        self.qos: QoSProfile | None = None
 
     @property
     def subscribed(self) -> bool:
         """Whether the subscription exists."""
         return self._sub is not None
 
-    def subscribe(self, reliability: str, depth: int) -> None:
+    def subscribe(self, qos: QoSProfile) -> None:
         """(Re)create the subscription with this QoS."""
         self.unsubscribe()
         events = SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible)
         self._sub = self._node.create_subscription(
-            self.msg_type, self._topic, self._callback, image_qos(reliability, depth),
-            event_callbacks=events)
-        self.reliability = reliability
+            self.msg_type, self.topic_name, self._callback, qos, event_callbacks=events)
+        self.qos = qos
 
     def unsubscribe(self) -> None:
         """Destroy the subscription (idempotent)."""

@@ -22,7 +22,7 @@ import functools
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import rclpy
@@ -31,6 +31,8 @@ from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
+from rclpy.qos import ReliabilityPolicy
+from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 
 from ..artifacts.cache import CacheError
@@ -41,8 +43,11 @@ from ..pipeline import ModelPipeline, Pipeline, build_pipelines
 from ..platform.allocator import keep_freed_buffers
 from ..runners.base import RunnerError
 from ..runners.registry import backend_report
+from ..stats import FrameStats, HealthLimits, stamp_latency
 from ..tasks import TaskError, task_class
 from ..text import clip
+from .compressed_input import compressed_to_numpy
+from .diagnostics import NodeFacts, diagnostic_array, diagnostic_status
 from .executor import TransitionExecutor, isolate_transitions
 from .frame_worker import FrameWorker
 from .image_input import image_to_numpy
@@ -51,6 +56,7 @@ from .log_limiter import LogLimiter
 from .model_parameters import ModelParameters
 from .outputs.registry import outputs_class
 from .params import PARAMS, REPORTS, SPECS, declare, descriptor, validate
+from .qos import choose_qos, explain_silence, review_qos, subscription_qos
 
 #: Errors whose message says it all: logged in one line, without the exception type.
 EXPECTED_ERRORS = (ManifestError, RunnerError, ModelLoadError, CacheError, TaskError,
@@ -118,11 +124,15 @@ class VisionNode(LifecycleNode):
             self._internal.on = False
         self._log_error = LogLimiter(self.get_logger().error)
         self._image_sub: ImageSubscription | None = None
-        self._worker = FrameWorker(self._process_frame, self._count_drop)
+        self._stats = FrameStats()
+        self._worker = FrameWorker(self._process_frame, self._stats.on_dropped)
         self._active = False
         self._idle_timer = None
         self._idle_logged = False
-        self.frames = {'received': 0, 'processed': 0, 'dropped': 0}
+        self._facts = NodeFacts(self.get_fully_qualified_name())
+        # Not a lifecycle publisher: diagnostics also tell an unconfigured node's state.
+        self._diagnostics = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        self._diagnostics_timer = self.create_timer(1.0, self._publish_diagnostics)
         #: Set by the shutdown transition; ``main`` then ends the process.
         self.finalized = False
         self._declare_model_parameters(self._manifests_or_none())
@@ -326,8 +336,15 @@ class VisionNode(LifecycleNode):
                 + ('' if model.labels or model.manifest.task != 'detect'
                    else ' (the model has no class names: label_info is empty)'))
             precisions.append(runner.config.precision)
-        self._set_internal(backend_in_use=pipeline.backend,
-                           precision_in_use=','.join(dict.fromkeys(precisions)))
+        precision = ','.join(dict.fromkeys(precisions))
+        self._set_internal(backend_in_use=pipeline.backend, precision_in_use=precision)
+        first = pipeline.models[0].runner.describe()
+        device = str(first.get('device_name') or first.get('device') or '')
+        self._facts = NodeFacts(
+            self.get_fully_qualified_name(), hardware_id=device,
+            models=[m.manifest.name for m in pipeline.models], backend=pipeline.backend,
+            precision=precision, device=device,
+            engine_cache=', '.join(cache[m.runner.cache_hit] for m in pipeline.models))
 
     @_transition('activate', undo='_undo_activate')
     def on_activate(self, state: State) -> TransitionCallbackReturn:
@@ -345,6 +362,7 @@ class VisionNode(LifecycleNode):
         self._image_sub = sub
         for model in self._models:
             model.outputs.activate(model.params.current)
+        self._stats.reset()
         self._worker.start()
         self._active = True
         self._idle_logged = False
@@ -386,21 +404,34 @@ class VisionNode(LifecycleNode):
 
     # ----------------------------------------------------------------- input
     def _update_input(self) -> None:
-        """Keep the image subscription as it should be (lazy mode: only while wanted)."""
+        """Keep the image subscription as it should be: lazy mode, QoS auto (timer, 2 Hz)."""
         sub = self._image_sub
         if sub is None or not self._active:
             return
         wanted = not self._p('lazy') or any(m.outputs.wanted() for m in self._models)
         if wanted and not sub.subscribed:
-            reliability = self._p('qos_reliability')
-            sub.subscribe('reliable' if reliability == 'auto' else reliability,
-                          int(self._p('qos_depth')))
+            sub.subscribe(self._choose_qos(sub))
             if self._p('lazy'):
                 self.get_logger().info('lazy: an output has a subscriber; taking images')
         elif not wanted and (sub.subscribed or not self._idle_logged):
             sub.unsubscribe()
             self.get_logger().info('lazy: no subscriber on any output; not taking images')
+        elif wanted and self._p('qos_reliability') == 'auto':
+            change = review_qos(sub.publishers(), sub.qos, int(self._p('qos_depth')),
+                                sub.topic_name)
+            if change is not None:
+                self.get_logger().warning(f're-subscribing: {change.reason}')
+                sub.subscribe(change.profile)
         self._idle_logged = not wanted
+
+    def _choose_qos(self, sub: ImageSubscription) -> Any:
+        """Return the subscription QoS for ``qos_reliability`` (auto: what all cameras reach)."""
+        reliability, depth = self._p('qos_reliability'), int(self._p('qos_depth'))
+        if reliability != 'auto':
+            return subscription_qos(reliability, depth)
+        choice = choose_qos(sub.publishers(), depth, sub.topic_name)
+        self.get_logger().info(choice.reason)
+        return choice.profile
 
     def _stop_input(self) -> None:
         self._active = False
@@ -444,38 +475,79 @@ class VisionNode(LifecycleNode):
     # ----------------------------------------------------------------- data path
     def _on_image(self, msg: Any) -> None:
         """Hand a frame to the inference thread (the executor's thread returns at once)."""
-        self.frames['received'] += 1
+        self._stats.on_received()
         self._worker.submit(msg)
-
-    def _count_drop(self) -> None:
-        self.frames['dropped'] += 1
 
     def _process_frame(self, msg: Any) -> None:
         """On the inference thread: convert once, run every model, publish each result."""
+        started = time.monotonic()
         with self._lock:
             models = self._models
             if not models:
                 return
             try:
-                image = image_to_numpy(msg)
+                if hasattr(msg, 'format'):  # sensor_msgs/CompressedImage
+                    image, encoding = compressed_to_numpy(msg)
+                else:
+                    image, encoding = image_to_numpy(msg), msg.encoding
             except ImageConversionError as exc:
-                self._log_error(f'skipping image: {exc}')
+                self._frame_error(f'skipping image: {exc}')
                 return
             lazy = self._p('lazy') and len(models) > 1
+            published = False
             for model in models:
                 if lazy and not model.outputs.wanted():
                     continue
                 try:
-                    result = model.pipeline.process(image, msg.encoding, model.params.current)
+                    result = model.pipeline.process(image, encoding, model.params.current)
                 except ImageConversionError as exc:
-                    self._log_error(f'skipping image: {exc}')
+                    self._frame_error(f'skipping image: {exc}')
                     return
                 except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
-                    self._log_error(f"model '{model.name}': inference failed on a frame: "
-                                    f'{type(exc).__name__}: {exc}')
+                    self._frame_error(f"model '{model.name}': inference failed on a frame: "
+                                      f'{type(exc).__name__}: {exc}')
                     continue
                 model.outputs.publish(result, msg.header)
-            self.frames['processed'] += 1
+                published = True
+        if published:
+            stamp = msg.header.stamp
+            self._stats.on_processed(
+                stamp_latency(stamp.sec, stamp.nanosec, self.get_clock().now().nanoseconds),
+                time.monotonic() - started)
+
+    def _frame_error(self, text: str) -> None:
+        self._stats.on_error(text)
+        self._log_error(text)
+
+    # ----------------------------------------------------------------- diagnostics
+    def _publish_diagnostics(self) -> None:
+        """Publish the node's status on /diagnostics (1 Hz, in every lifecycle state)."""
+        state = self._state()
+        sub = self._image_sub
+        if state == 'active' and sub is not None and not sub.subscribed:
+            state = 'active, lazy: no subscriber on any output'
+        facts = self._facts
+        if sub is not None:
+            reliable = sub.qos is not None and sub.qos.reliability == ReliabilityPolicy.RELIABLE
+            qos = 'n/a' if sub.qos is None else (
+                f"{'reliable' if reliable else 'best effort'}, depth {sub.qos.depth} "
+                f"({self._p('qos_reliability')})")
+            facts = replace(facts, image_topic=sub.topic_name, image_transport=sub.transport,
+                            qos=qos)
+        limits = HealthLimits(float(self._p('expected_rate')), float(self._p('max_latency')),
+                              float(self._p('no_image_timeout')))
+
+        def silence() -> str:
+            return explain_silence(sub.publishers(), sub.qos or subscription_qos('reliable', 1),
+                                   sub.topic_name, sub.type_name) if sub else ''
+
+        device_memory = None
+        if self._models:
+            device_memory = self._models[0].pipeline.runner.describe().get('memory_used')
+        status = diagnostic_status(self._stats.snapshot(), facts, limits, state,
+                                   explain_silence=silence,
+                                   device_memory_bytes=device_memory)
+        self._diagnostics.publish(diagnostic_array(self.get_clock().now().to_msg(), status))
 
 
 def main(args: list[str] | None = None) -> None:

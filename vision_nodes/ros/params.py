@@ -112,9 +112,13 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('expected_rate', 0.0,
               'Frames per second the node should process; diagnostics warn below 90 % of '
               'it (0 = no check).', float_range=(0.0, 1000.0), applies='live'),
-    ParamSpec('max_latency_ms', 0.0,
-              'Diagnostics warn when the p95 latency from image stamp to publish passes it '
-              '(0 = no check).', float_range=(0.0, 60000.0), applies='live'),
+    ParamSpec('max_latency', 0.0,
+              'Seconds; diagnostics warn when the p95 latency from image stamp to publish '
+              'passes it (0 = no check).', float_range=(0.0, 60.0), applies='live'),
+    ParamSpec('no_image_timeout', 5.0,
+              'Seconds without an image, once active, after which diagnostics report an '
+              'error with the likely cause (QoS, topic name; 0 = no check).',
+              float_range=(0.0, 3600.0), applies='live'),
 )
 
 #: Set by the node at configure, for ``ros2 param get``; a user's set is refused.

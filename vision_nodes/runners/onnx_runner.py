@@ -73,7 +73,7 @@ class OnnxRunner(Runner):
                 if not auto:
                     raise
                 failures.append(f'{provider}: {exc}')
-                cfg.log(f"execution_provider auto: '{provider}' failed ({clip(exc)}); "
+                cfg.log(f"execution_provider auto: '{provider}' failed ({clip(exc, 600)}); "
                         'trying the next one')
                 continue
             if auto:
@@ -103,7 +103,7 @@ class OnnxRunner(Runner):
                                         cfg.cache, cfg.log)
                 model = fp16.read_verified(FP16_ONNX_FILE)
             except (CacheError, OSError) as exc:
-                raise RunnerError(f'{provider}: {clip(exc)}') from exc
+                raise RunnerError(f'{provider}: {clip(exc, 600)}') from exc
         provider_opts = provider_options(
             provider, device=cfg.device, precision=cfg.precision, cache=cfg.cache,
             model=cfg.manifest.name, onnx_sha256=file_sha256(self.model_path),
@@ -115,7 +115,7 @@ class OnnxRunner(Runner):
                                            provider_options=all_options)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
             raise RunnerError(f"ONNX Runtime cannot load '{self.model_path}' on {provider}: "
-                              f'{clip(exc)}') from exc
+                              f'{clip(exc, 600)}') from exc
         used = session.get_providers()
         if not used or used[0] != provider:
             # ONNX Runtime only warns when a provider fails to start and runs on the CPU.

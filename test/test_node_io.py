@@ -1,0 +1,219 @@
+"""Field I/O of the node over real rclpy and DDS: QoS auto, compressed input, diagnostics,
+dropped frames, and outputs that pair with their images by stamp.
+
+Cameras are separate processes (``vision_nodes.tools.image_publisher``) sending with the
+large-images Fast DDS profile, as the README tells camera drivers to.
+"""
+
+from __future__ import annotations
+
+import array
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+rclpy = pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
+pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts/setup_env.sh)')
+pytest.importorskip('diagnostic_msgs.msg', reason='diagnostic_msgs is not installed')
+
+from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
+from sensor_msgs.msg import CompressedImage, Image  # noqa: E402
+from vision_msgs.msg import Detection2DArray  # noqa: E402
+
+from node_harness import Harness, start_camera  # noqa: E402
+from sync_helpers import ApproximateTimeSynchronizer, stamp_ns  # noqa: E402
+from vision_nodes.tools.client import wait_for  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+LARGE_IMAGES = {'FASTDDS_DEFAULT_PROFILES_FILE': str(ROOT / 'config' / 'fastdds_large_images.xml')}
+
+
+def _params(model_dir, cache, **extra):
+    return {'model_dir': str(model_dir), 'engine_cache_dir': str(cache), 'backend': 'onnx',
+            **extra}
+
+
+def _camera(assets, seconds, *extra, rate=15.0):
+    return start_camera(assets / 'bus.jpg', seconds, rate, '/image', *extra,
+                        env=LARGE_IMAGES)
+
+
+def _stop(camera) -> str:
+    camera.terminate()
+    out, _ = camera.communicate(timeout=20)
+    return out
+
+
+def _status(diagnostics, node: str, predicate=lambda s: True, timeout: float = 10.0):
+    """The next DiagnosticStatus of ``node`` matching ``predicate``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = diagnostics.get(max(0.0, deadline - time.monotonic()))
+        if msg is None:
+            return None
+        for status in msg.status:
+            if status.name == node and predicate(status):
+                return status
+    return None
+
+
+def _values(status) -> dict[str, str]:
+    return {kv.key: kv.value for kv in status.values}
+
+
+def test_qos_auto_hears_reliable_late_best_effort_and_best_effort_cameras(
+        model_dir, engine_cache_dir, assets):
+    """qos_reliability auto: a reliable camera, a best-effort camera that appears after
+    activation (the node re-subscribes and says why, once), and a best-effort camera present
+    at activation: detections come back in every case."""
+    h = Harness(_params(model_dir, engine_cache_dir), 'vn_qos', env=LARGE_IMAGES)
+    try:
+        c = h.client
+        answers = c.subscribe(Detection2DArray, '/detections', 50)
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        assert h.node.wait_for_output("QoS auto: no publisher on '/image' yet", 5.0)
+        camera = _camera(assets, 30, '--reliability', 'reliable')
+        assert answers.get(20.0) is not None, 'nothing from a reliable camera'
+        _stop(camera)
+        answers.clear()
+        camera = _camera(assets, 30, '--reliability', 'best_effort')
+        assert h.node.wait_for_output('re-subscribing: QoS auto: best effort', 10.0)
+        assert answers.get(20.0) is not None, 'nothing from a late best-effort camera'
+        assert h.node.output().count('re-subscribing') == 1
+        assert c.change_state('deactivate')
+        answers.clear()
+        marker = len(h.node.output())
+        assert c.change_state('activate')
+        assert h.node.wait_for_output('QoS auto: best effort, as', 5.0)
+        assert 're-subscribing' not in h.node.output()[marker:]
+        assert answers.get(20.0) is not None, 'nothing from a best-effort camera'
+        _stop(camera)
+    finally:
+        h.close()
+
+
+def test_compressed_input_and_bad_compressed_data(model_dir, engine_cache_dir, assets):
+    """image_transport compressed: JPEG frames on image/compressed give detections; garbage
+    and a truncated JPEG are one throttled error each and the node goes on."""
+    h = Harness(_params(model_dir, engine_cache_dir, image_transport='compressed'),
+                'vn_jpeg', remaps={'image': '/camera/image_raw'})
+    try:
+        c = h.client
+        answers = c.subscribe(Detection2DArray, '/detections', 50)
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        assert h.node.wait_for_output("'/camera/image_raw/compressed'", 5.0)
+        bad = c.publisher(CompressedImage, '/camera/image_raw/compressed', 10)
+        assert wait_for(lambda: bad.get_subscription_count() == 1, 10.0)
+        good = (assets / 'bus.jpg').read_bytes()
+        for data, text in ((b'not an image at all', 'skipping image'),
+                           (good[:len(good) // 2], 'truncated')):
+            msg = CompressedImage(format='jpeg')
+            msg.data = array.array('B', data)
+            bad.publish(msg)
+            assert h.node.wait_for_output(text, 10.0), text
+        camera = start_camera(assets / 'bus.jpg', 30, 10.0, '/camera/image_raw', '--compressed')
+        got = answers.get(20.0)
+        _stop(camera)
+        assert got is not None and len(got.detections) >= 4
+        assert h.node.alive()
+    finally:
+        h.close()
+
+
+def test_diagnostics_report_rates_drops_and_silence(model_dir, engine_cache_dir, assets):
+    """/diagnostics at about 1 Hz: unconfigured OK; active without a camera an ERROR naming the
+    likely cause; at 30 Hz into a ~65 ms model frames are processed, stale ones dropped and
+    counted, and the rate below expected_rate is a warning."""
+    h = Harness(_params(model_dir, engine_cache_dir, no_image_timeout=1.0,
+                        expected_rate=30.0), 'vn_diag')
+    try:
+        c = h.client
+        diagnostics = c.subscribe(DiagnosticArray, '/diagnostics', 50)
+        status = _status(diagnostics, '/vn_diag')
+        assert status is not None and status.level == b'\x00'
+        assert _values(status)['state'] == 'unconfigured'
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        silent = _status(diagnostics, '/vn_diag', lambda s: s.level == b'\x02')
+        assert silent is not None
+        assert "no publisher on '/image'" in silent.message
+        camera = _camera(assets, 40, rate=30.0)
+        busy = _status(diagnostics, '/vn_diag',
+                       lambda s: int(_values(s)['frames dropped']) > 5
+                       and int(_values(s)['frames processed']) > 5
+                       and s.level != b'\x00', timeout=30.0)
+        _stop(camera)
+        assert busy is not None
+        values = _values(busy)
+        assert values['backend'] == 'onnx' and values['models'] == 'yolov8n'
+        assert float(values['latency p50 (ms)']) > 0
+        assert 'expected 30 Hz' in busy.message
+    finally:
+        h.close()
+
+
+def test_detections_pair_with_their_images_by_stamp(model_dir, engine_cache_dir, assets):
+    """Every Detection2DArray carries its image's header: an approximate-time synchroniser
+    (message_filters' policy) pairs images and detections with identical stamps."""
+    h = Harness(_params(model_dir, engine_cache_dir), 'vn_sync')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        sync = ApproximateTimeSynchronizer(2, queue_size=30, slop=0.01)
+        best_effort = QoSProfile(depth=5, history=HistoryPolicy.KEEP_LAST,
+                                 reliability=ReliabilityPolicy.BEST_EFFORT)
+        sync.connect(c.node, [(Image, '/image', best_effort),
+                              (Detection2DArray, '/detections', 10)])
+        camera = _camera(assets, 30, rate=10.0)
+        assert wait_for(lambda: len(sync.sets) >= 3, 30.0), sync.pending()
+        _stop(camera)
+        for image, dets in sync.sets:
+            assert stamp_ns(image) == stamp_ns(dets)
+            assert image.header.frame_id == dets.header.frame_id
+    finally:
+        h.close()
+
+
+def test_stale_frames_are_dropped_not_queued(model_dir, engine_cache_dir, assets):
+    """At 30 Hz into a ~65 ms model the answers are about the newest frames: their age stays
+    near one inference, not growing with a queue."""
+    h = Harness(_params(model_dir, engine_cache_dir), 'vn_age')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        ages = []
+        lock = threading.Lock()
+
+        def on_detections(msg):
+            with lock:
+                ages.append(c.node.get_clock().now().nanoseconds - stamp_ns(msg))
+
+        c.node.create_subscription(Detection2DArray, '/detections', on_detections, 50)
+        camera = _camera(assets, 15, rate=30.0)
+        camera.wait(60)
+        with lock:
+            assert len(ages) >= 20, len(ages)
+            first, last = ages[3:10], ages[-7:]
+        # A queue would make the last answers older than the first ones by seconds.
+        assert sorted(last)[len(last) // 2] < sorted(first)[len(first) // 2] + 0.5e9
+    finally:
+        h.close()
+
+
+def test_lazy_and_diagnostics_agree(model_dir, engine_cache_dir):
+    """A lazy node with no subscriber is not in error for taking no images."""
+    h = Harness(_params(model_dir, engine_cache_dir, lazy=True, no_image_timeout=1.0),
+                'vn_lazy_diag')
+    try:
+        c = h.client
+        diagnostics = c.subscribe(DiagnosticArray, '/diagnostics', 50)
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        time.sleep(2.0)
+        diagnostics.clear()
+        status = _status(diagnostics, '/vn_lazy_diag')
+        assert status is not None and status.level == b'\x00'
+        assert 'lazy' in _values(status)['state']
+    finally:
+        h.close()
