@@ -54,7 +54,8 @@ class ModelPipeline:
         if shape is None:
             if len(self._shapes) >= 16:  # a camera changing resolution all the time
                 self._shapes.clear()
-            shape = self._shapes[source_hw] = rect_shape(source_hw, self.manifest.input_size)
+            shape = self._shapes[source_hw] = rect_shape(
+                source_hw, self.manifest.input_size, self.manifest.stride)
         return shape
 
     def process(self, image: np.ndarray, encoding: str, params: Any) -> Any:
