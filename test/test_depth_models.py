@@ -162,6 +162,7 @@ def test_exported_graph_has_one_depth_output(pipelines):
 
     for model in ('da_relative', 'yolo'):
         pipeline = pipelines(model, 'onnx')
+        assert pipeline.runner.labels is None and pipeline.labels == []
         graph = onnx.load(str(pipeline.runner.model_path)).graph
         assert [o.name for o in graph.output] == ['depth']
         assert [i.name for i in graph.input] == ['images']

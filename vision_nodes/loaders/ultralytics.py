@@ -90,7 +90,8 @@ def load_ultralytics(manifest: ModelManifest, weights: Path,
     for param in module.parameters():
         param.requires_grad_(False)
     names = getattr(module, 'names', None)
-    labels = [str(names[i]) for i in sorted(names)] if isinstance(names, dict) else None
+    labels = [str(names[i]) for i in sorted(names)] \
+        if isinstance(names, dict) and manifest.task != 'depth' else None  # depth: no classes
     from .torch_modules import FirstOutput
 
     return FirstOutput(module).eval(), labels
