@@ -1,15 +1,20 @@
-"""Launch vision_node for monocular depth estimation (a lifecycle node).
+"""Launch vision_node for monocular depth estimation (a lifecycle node, REP 118 outputs).
 
     ros2 launch vision_nodes depth.launch.py --show-args
-    ros2 launch vision_nodes depth.launch.py image_topic:=/camera/image_raw depth_topic:=depth
+    ros2 launch vision_nodes depth.launch.py image_topic:=/camera/image_raw \
+        model_dir:=/path/to/weights
 
-Subscribes to ``image_topic`` (sensor_msgs/Image) and publishes the depth image on
-``depth_topic``. The default model, depth_anything_v2_small, has no manifest in this version:
-configure fails with "no manifest named 'depth_anything_v2_small'", which the launch logs;
-the node stays up, unconfigured. Pass ``model:=<manifest name or path>`` for another model.
-Parameters: the launch defaults (model depth_anything_v2_small, backend onnx), then
-``params_file`` (default: none), then the model/backend/model_dir/engine_cache_dir launch
-arguments that are given; later ones win.
+Subscribes to ``image_topic`` (sensor_msgs/Image, or CompressedImage with
+``image_transport:=compressed``). A metric model (e.g. ``model:=yolo26n_depth`` or
+``depth_anything_v2_metric_indoor_small``) publishes ``depth`` (32FC1, metres, NaN where
+invalid); a relative one (the default, ``depth_anything_v2_small``) publishes
+``depth/relative`` (32FC1, unitless) and never ``depth``. Both publish ``depth/colored`` (rgb8)
+while someone subscribes, and with ``publish_camera_info: true`` (parameters file)
+``depth/camera_info`` for depth_image_proc. The weights are the user's own (see the manifests
+in config/models): nothing is downloaded. Parameters: the launch defaults (model
+depth_anything_v2_small, backend auto), then ``params_file`` (default: none), then the
+model/models/backend/model_dir/engine_cache_dir/image_transport launch arguments that are
+given; later ones win.
 """
 
 from vision_nodes.ros.launch_description import Output, vision_launch_description
@@ -21,5 +26,5 @@ def generate_launch_description():
         task='depth',
         default_model='depth_anything_v2_small',
         default_params_file='',
-        outputs=(Output('depth', 'Output depth image topic, sensor_msgs/Image'),),
+        outputs=(Output('depth', 'Metric depth image topic (32FC1, metres)'),),
     )

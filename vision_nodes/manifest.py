@@ -1,8 +1,9 @@
 """Model manifests: YAML files describing one model, loaded into typed, validated objects.
 
 A manifest names the model, its task, where its weights are, its input size and preprocessing,
-its labels, the backends it supports and its default thresholds. Every problem found while
-loading raises :class:`ManifestError` naming the file and the field.
+its labels, the backends it supports and its default thresholds (detection) or what its output
+means (depth). Every problem found while loading raises :class:`ManifestError` naming the file
+and the field.
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ import yaml
 #: Every backend name a manifest may list (``auto`` is a node parameter value, not a backend).
 KNOWN_BACKENDS = ('cpu', 'cuda', 'rocm', 'onnx', 'tensorrt', 'openvino')
 KNOWN_TASKS = ('detect', 'depth')
-KNOWN_ARCHITECTURES = ('ultralytics', 'onnx')
+KNOWN_ARCHITECTURES = ('ultralytics', 'onnx', 'transformers')
 COLOR_ORDERS = ('rgb', 'bgr')
+INTERPOLATIONS = ('linear', 'cubic')
+DEPTH_KINDS = ('metric', 'relative')
+DEPTH_OUTPUTS = ('depth', 'disparity')
+#: Multiple the input size must be of, per architecture, when the manifest gives no ``stride``:
+#: the YOLO networks' largest stride; a ViT's patch size (Depth Anything: 14).
+DEFAULT_STRIDES = {'ultralytics': 32, 'onnx': 32, 'transformers': 14}
 
 #: Environment variable consulted when the ``model_dir`` parameter is empty.
 MODEL_DIR_ENV = 'VISION_NODES_MODEL_DIR'
@@ -38,6 +45,23 @@ class Preprocessing:
     scale: float = 1.0 / 255.0
     mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    #: Resampling of the image to the input size: 'linear' (YOLO) or 'cubic' (Depth Anything).
+    interpolation: str = 'linear'
+
+
+@dataclass(frozen=True)
+class DepthSpec:
+    """What a depth model's output means (manifest block ``depth``)."""
+
+    #: 'metric': metres along the optical axis; 'relative': unitless, known only up to scale
+    #: (and, for disparity, shift).
+    kind: str
+    #: 'depth': larger values are farther; 'disparity': larger values are nearer (inverse
+    #: depth, as Depth Anything's relative models give it).
+    output: str
+    #: Metric models: the farthest depth the model reports, in metres; larger values are
+    #: published as +Inf (REP 117: beyond range). None: no limit.
+    max_depth: float | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +90,10 @@ class ModelManifest:
     #: stride multiple that holds the camera's aspect ratio instead of the full input_size.
     rect: bool = True
     source: Path | None = None
+    #: Depth models only: what the output means.
+    depth: DepthSpec | None = None
+    #: Input sides are multiples of this (32 for YOLO, the patch size 14 for Depth Anything).
+    stride: int = 32
 
     def weights_path(self, model_dir: str | os.PathLike | None = None) -> Path:
         """Resolve the weights path.
@@ -82,7 +110,7 @@ class ModelManifest:
 
 
 _TOP_KEYS = {'name', 'task', 'weights', 'architecture', 'input_size', 'backends',
-             'preprocessing', 'labels', 'thresholds', 'rect'}
+             'preprocessing', 'labels', 'thresholds', 'rect', 'depth', 'stride'}
 _REQUIRED = ('name', 'task', 'weights', 'input_size', 'backends')
 
 
@@ -120,7 +148,8 @@ def _parse_preprocessing(source: str, data: Any) -> Preprocessing:
     if data is None:
         return Preprocessing()
     _expect(source, 'preprocessing', data, dict, 'a mapping')
-    allowed = {'letterbox', 'pad_value', 'color_order', 'scale', 'mean', 'std'}
+    allowed = {'letterbox', 'pad_value', 'color_order', 'scale', 'mean', 'std',
+               'interpolation'}
     _check_keys(source, 'preprocessing', data, allowed)
     kwargs: dict[str, Any] = {}
     if 'letterbox' in data:
@@ -138,6 +167,12 @@ def _parse_preprocessing(source: str, data: Any) -> Preprocessing:
             raise _fail(source, 'preprocessing.color_order',
                         f"{order!r} is not one of {', '.join(COLOR_ORDERS)}")
         kwargs['color_order'] = order
+    if 'interpolation' in data:
+        value = data['interpolation']
+        if value not in INTERPOLATIONS:
+            raise _fail(source, 'preprocessing.interpolation',
+                        f"{value!r} is not one of {', '.join(INTERPOLATIONS)}")
+        kwargs['interpolation'] = value
     if 'scale' in data:
         scale = float(_expect(source, 'preprocessing.scale', data['scale'], (int, float),
                               'a number'))
@@ -174,6 +209,37 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
     return Thresholds(**kwargs)
 
 
+def _parse_depth(source: str, task: str, data: Any) -> DepthSpec | None:
+    if task != 'depth':
+        if data is not None:
+            raise _fail(source, 'depth', f"only depth models have this block (task is '{task}')")
+        return None
+    if data is None:
+        raise _fail(source, 'depth', 'missing (required for task depth): give at least '
+                    '`kind: metric` or `kind: relative`')
+    _expect(source, 'depth', data, dict, 'a mapping')
+    _check_keys(source, 'depth', data, {'kind', 'output', 'max_depth'})
+    kind = data.get('kind')
+    if kind not in DEPTH_KINDS:
+        raise _fail(source, 'depth.kind', f"{kind!r} is not one of {', '.join(DEPTH_KINDS)}")
+    output = data.get('output', 'depth' if kind == 'metric' else 'disparity')
+    if output not in DEPTH_OUTPUTS:
+        raise _fail(source, 'depth.output',
+                    f"{output!r} is not one of {', '.join(DEPTH_OUTPUTS)}")
+    if kind == 'metric' and output != 'depth':
+        raise _fail(source, 'depth.output', 'a metric model must output depth in metres '
+                    '(disparity in pixels would need the stereo baseline and focal length)')
+    max_depth = data.get('max_depth')
+    if max_depth is not None:
+        if kind != 'metric':
+            raise _fail(source, 'depth.max_depth', 'applies to metric models only')
+        max_depth = float(_expect(source, 'depth.max_depth', max_depth, (int, float),
+                                  'a number of metres'))
+        if not 0 < max_depth < float('inf'):
+            raise _fail(source, 'depth.max_depth', f'{max_depth} must be a positive number')
+    return DepthSpec(kind=kind, output=output, max_depth=max_depth)
+
+
 def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = None
                    ) -> ModelManifest:
     """Validate a manifest already parsed from YAML and build a :class:`ModelManifest`."""
@@ -202,6 +268,10 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         raise _fail(source, 'architecture',
                     f"{architecture!r} is not one of {', '.join(KNOWN_ARCHITECTURES)}")
 
+    stride = data.get('stride', DEFAULT_STRIDES[architecture])
+    _expect(source, 'stride', stride, int, 'a positive integer')
+    if not 1 <= stride <= 1024:
+        raise _fail(source, 'stride', f'{stride} is outside 1..1024')
     size = data['input_size']
     if isinstance(size, int) and not isinstance(size, bool):
         size = [size, size]
@@ -210,8 +280,11 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         raise _fail(source, 'input_size', f'expected [height, width], got {size!r}')
     for i, v in enumerate(size):
         _expect(source, f'input_size[{i}]', v, int, 'a positive integer')
-        if v < 32 or v % 32:
-            raise _fail(source, f'input_size[{i}]', f'{v} must be a multiple of 32, >= 32')
+        if v < stride or v % stride:
+            raise _fail(source, f'input_size[{i}]',
+                        f'{v} must be a multiple of {stride}, >= {stride}'
+                        + ('' if 'stride' in data else f' (the default stride of '
+                           f"architecture '{architecture}'; set `stride` for another)"))
 
     backends = _expect(source, 'backends', data['backends'], list, 'a list of backend names')
     if not backends:
@@ -243,7 +316,7 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         labels=labels_t,
         thresholds=_parse_thresholds(source, data.get('thresholds')),
         rect=_expect(source, 'rect', data.get('rect', True), bool, 'true or false'),
-        source=path)
+        source=path, depth=_parse_depth(source, task, data.get('depth')), stride=stride)
 
 
 def load_manifest(path: str | os.PathLike) -> ModelManifest:

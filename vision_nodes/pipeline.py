@@ -54,7 +54,8 @@ class ModelPipeline:
         if shape is None:
             if len(self._shapes) >= 16:  # a camera changing resolution all the time
                 self._shapes.clear()
-            shape = self._shapes[source_hw] = rect_shape(source_hw, self.manifest.input_size)
+            shape = self._shapes[source_hw] = rect_shape(
+                source_hw, self.manifest.input_size, self.manifest.stride)
         return shape
 
     def process(self, image: np.ndarray, encoding: str, params: Any) -> Any:
@@ -104,19 +105,19 @@ def _model(manifest: ModelManifest, runner: Runner, task: Task) -> ModelPipeline
 def build_pipeline(manifest: ModelManifest, backend: str, *, model_dir: str = '',
                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
                    execution_provider: str = '', calibration_dir: str = '',
-                   log: Log = _no_log) -> ModelPipeline:
+                   torch_compile: bool = True, log: Log = _no_log) -> ModelPipeline:
     """Create the task, resolve the weights, create and load the runner (one model)."""
     task = create_task(manifest)
     config = _config(manifest, backend, model_dir, cache_dir, device=device,
                      precision=precision, execution_provider=execution_provider,
-                     calibration_dir=calibration_dir, log=log)
+                     calibration_dir=calibration_dir, torch_compile=torch_compile, log=log)
     return _model(manifest, create_runner(config, log), task)
 
 
 def build_pipelines(manifests: Sequence[ModelManifest], backend: str, *, model_dir: str = '',
                     cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
                     execution_provider: str = '', calibration_dir: str = '',
-                    log: Log = _no_log) -> Pipeline:
+                    torch_compile: bool = True, log: Log = _no_log) -> Pipeline:
     """Load every model on one backend; ``auto`` tries the usable backends best first.
 
     With ``auto`` a backend is a candidate only if every model supports it and this machine
@@ -128,7 +129,7 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str, *, model_d
         raise ValueError('no model to load')
     tasks = [create_task(m) for m in manifests]
     options = dict(device=device, precision=precision, execution_provider=execution_provider,
-                   calibration_dir=calibration_dir, log=log)
+                   calibration_dir=calibration_dir, torch_compile=torch_compile, log=log)
     if backend != 'auto':
         for manifest in manifests:
             check_supported(backend, manifest)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import logging
+import warnings
 from pathlib import Path
 from typing import Any
 
 from .cache import CacheEntry, EngineCache, file_sha256
 from ..manifest import ModelManifest
-from ..loaders import check_weights, load_torch_module
+from ..loaders import ModelLoadError, check_weights, load_torch_module
 
 #: Bump whenever the exported graph would change for the same inputs.
 EXPORTER_VERSION = 1
@@ -24,12 +25,39 @@ LABELS_METADATA_KEY = 'vision_nodes.labels'
 
 _log = logging.getLogger(__name__)
 
+#: Output tensor names per task (the runners read outputs by position; names help people).
+OUTPUT_NAMES = {'detect': ['output0'], 'depth': ['depth']}
+
+
+def weights_sha256(weights: Path) -> str:
+    """SHA-256 of a weights file, or of a weights folder (a transformers save_pretrained).
+
+    A folder's hash covers each file's name and content hash (save_pretrained writes a flat
+    folder; subfolders are not read), so renaming, adding or changing a file gives a new key.
+    """
+    if not weights.is_dir():
+        return file_sha256(check_weights(weights))
+    import hashlib
+
+    files = sorted(p for p in weights.iterdir() if p.is_file())
+    if not files:
+        raise ModelLoadError(f"weights folder '{weights}' is empty")
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f'{path.name}\0{file_sha256(path)}\n'.encode())
+    return digest.hexdigest()
+
+
+def export_options(manifest: ModelManifest) -> dict[str, Any]:
+    """Task- and architecture-specific ``torch.onnx.export`` arguments."""
+    return {'output_names': OUTPUT_NAMES.get(manifest.task, ['output0'])}
+
 
 def onnx_cache_fields(manifest: ModelManifest, weights: Path, precision: str,
                       opset: int = DEFAULT_OPSET) -> dict[str, Any]:
     """Return the fields that make up the ONNX artifact's cache key."""
     return {
-        'weights_sha256': file_sha256(check_weights(weights)),
+        'weights_sha256': weights_sha256(weights),
         'architecture': manifest.architecture,
         'input_size': list(manifest.input_size),
         'precision': precision,
@@ -49,10 +77,13 @@ def export_onnx(manifest: ModelManifest, weights: Path, out_path: Path,
     module, labels = load_torch_module(manifest, weights, cache_dir)
     height, width = manifest.input_size
     example = torch.zeros(1, 3, height, width)
-    with torch.inference_mode():
+    with torch.inference_mode(), warnings.catch_warnings():
+        # Shape-dependent Python in the models (fixed here: the export has one input size)
+        # makes the tracer warn once per site; the graph is right for that size.
+        warnings.simplefilter('ignore', torch.jit.TracerWarning)
         torch.onnx.export(module, (example,), str(out_path), opset_version=opset,
-                          input_names=['images'], output_names=['output0'],
-                          do_constant_folding=True, dynamo=False)
+                          input_names=['images'], do_constant_folding=True, dynamo=False,
+                          **export_options(manifest))
     versions: dict[str, Any] = {'torch': torch.__version__}
     import onnx
 

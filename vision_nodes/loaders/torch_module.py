@@ -20,6 +20,10 @@ def load_torch_module(manifest: ModelManifest, weights: Path,
         from .ultralytics import load_ultralytics
 
         return load_ultralytics(manifest, weights, cache_dir)
+    if manifest.architecture == 'transformers':
+        from .transformers import load_transformers
+
+        return load_transformers(manifest, weights, cache_dir)
     raise ModelLoadError(
         f"architecture '{manifest.architecture}' has no PyTorch loader "
-        "(PyTorch backends need 'ultralytics' weights)")
+        "(PyTorch backends need 'ultralytics' or 'transformers' weights)")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..manifest import ModelManifest
+from ..text import clip
 from .common import ModelLoadError, check_weights
 
 
@@ -44,6 +45,26 @@ def import_ultralytics() -> Any:
     return ultralytics
 
 
+def _check_task(manifest: ModelManifest, task: Any, weights: Path) -> None:
+    """Refuse depth weights for another task, and other weights for the depth task."""
+    if (task == 'depth') != (manifest.task == 'depth'):
+        raise ModelLoadError(f"'{clip(str(weights))}' holds a {task} model but manifest "
+                             f"'{manifest.name}' has task '{manifest.task}'")
+
+
+def _depth_at_input_size(module: Any) -> None:
+    """Make the depth head return depth at the input size, as Ultralytics' own export does.
+
+    In eval mode the head returns a quarter-size map and Ultralytics' predictor upsamples it
+    (bilinear, corners aligned); in export mode the head does that upsampling itself. Every
+    backend then gets the same full-size output from the same graph.
+    """
+    head = module.model[-1] if hasattr(module, 'model') else None
+    if head is None or not hasattr(head, 'cal_a'):
+        raise ModelLoadError('this Ultralytics depth model has no Depth head as its last layer')
+    head.export = True
+
+
 def load_ultralytics(manifest: ModelManifest, weights: Path,
                      cache_dir: Path | None = None) -> tuple[Any, list[str] | None]:
     """Return ``(module in eval mode on the CPU, labels or None)`` for the manifest's weights."""
@@ -59,14 +80,18 @@ def load_ultralytics(manifest: ModelManifest, weights: Path,
         model = YOLO(str(weights))
     except Exception as exc:  # noqa: BLE001 - ultralytics raises many types for bad files
         raise ModelLoadError(f"cannot load '{weights}' with ultralytics: {exc}") from exc
+    _check_task(manifest, getattr(model, 'task', None), weights)
     module = model.model
+    if manifest.task == 'depth':
+        _depth_at_input_size(module)
     if hasattr(module, 'fuse'):
         module = module.fuse()
     module = module.float().eval()
     for param in module.parameters():
         param.requires_grad_(False)
     names = getattr(module, 'names', None)
-    labels = [str(names[i]) for i in sorted(names)] if isinstance(names, dict) else None
+    labels = [str(names[i]) for i in sorted(names)] \
+        if isinstance(names, dict) and manifest.task != 'depth' else None  # depth: no classes
     from .torch_modules import FirstOutput
 
     return FirstOutput(module).eval(), labels

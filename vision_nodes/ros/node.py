@@ -274,6 +274,7 @@ class VisionNode(LifecycleNode):
             cache_dir=self._p('engine_cache_dir'), device=self._p('device'),
             precision=self._p('precision'), execution_provider=self._p('execution_provider'),
             calibration_dir=self._p('calibration_dir'),
+            torch_compile=self._p('use_torch_compile'),
             log=lambda line: self.get_logger().info(clip(line, 2000)))
         try:
             self._declare_model_parameters(manifests)
@@ -518,6 +519,10 @@ class VisionNode(LifecycleNode):
     def _frame_error(self, text: str) -> None:
         self._stats.on_error(text)
         self._log_error(text)
+
+    def report_error(self, text: str) -> None:
+        """Log an error about one frame's output (clipped, rate-limited, counted)."""
+        self._frame_error(text)
 
     # ----------------------------------------------------------------- diagnostics
     def _publish_diagnostics(self) -> None:

@@ -40,6 +40,9 @@ class RunnerConfig:
     execution_provider: str = ''
     #: Folder of calibration images for int8 (empty: the manifest's ``calibration_dir``).
     calibration_dir: str = ''
+    #: PyTorch on a GPU: run non-Ultralytics models through ``torch.compile`` (compiled and
+    #: warmed up in ``load``; a failure falls back to eager with a warning).
+    torch_compile: bool = True
     #: Progress and decisions worth a user's eye (the node's ROS log); one line per call.
     log: Callable[[str], None] = field(default=lambda _: None, compare=False, repr=False)
 

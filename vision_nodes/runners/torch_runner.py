@@ -1,16 +1,29 @@
-"""PyTorch runner: backends ``cpu``, ``cuda`` and ``rocm`` (one class, a device)."""
+"""PyTorch runner: backends ``cpu``, ``cuda`` and ``rocm`` (one class, a device).
+
+On a GPU, models other than Ultralytics ones run through ``torch.compile`` when
+``RunnerConfig.torch_compile`` is set: compiled and warmed up in ``load`` (at configure), so
+no frame pays for it; if compiling fails the eager module runs and the log says why.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import os
 import sys
+import time
 from typing import Any
 
 import numpy as np
 
 from ..loaders import load_torch_module
+from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
+
+#: Why Ultralytics models run eagerly (logged once per load).
+ULTRALYTICS_COMPILE_REASON = (
+    'torch.compile skipped for this Ultralytics model: its heads keep Python state that '
+    'their forward updates (anchor and stride caches, shape checks), on which compiled graphs '
+    'break or recompile; it runs eagerly')
 
 
 #: Device files of NVIDIA (desktop and Jetson) and AMD (ROCm) GPU drivers: without any of them
@@ -29,12 +42,17 @@ class TorchRunner(Runner):
     """Runs the PyTorch module itself on the CPU or a CUDA/ROCm GPU."""
 
     backends = ('cpu', 'cuda', 'rocm')
+    #: Device types on which ``torch_compile`` compiles ('cuda' covers ROCm builds too).
+    #: Tests add 'cpu' to check compiled-vs-eager parity where there is no GPU.
+    compile_device_types: tuple[str, ...] = ('cuda',)
 
     def __init__(self, config: RunnerConfig) -> None:
         super().__init__(config)
         self._module: Any = None
         self._device: Any = None
         self._dtype: Any = None
+        #: True when the module in use is the torch.compile'd one.
+        self.compiled = False
 
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
@@ -96,7 +114,39 @@ class TorchRunner(Runner):
             raise RunnerError("precision 'fp16' needs a GPU backend (cuda or rocm)")
         self._dtype = torch.float16 if cfg.precision == 'fp16' else torch.float32
         module, self.labels = load_torch_module(cfg.manifest, cfg.weights, cfg.cache.root)
-        self._module = module.to(self._device, self._dtype)
+        self._module = self._maybe_compile(module.to(self._device, self._dtype))
+
+    def _maybe_compile(self, module: Any) -> Any:
+        """Return the compiled and warmed-up module, or ``module`` itself (eager).
+
+        Compilation happens on the first call, so the warm-up call is made here: a model that
+        fails to compile (no C++ compiler, an unsupported operation) is found at load time and
+        runs eagerly, with a warning in the log.
+        """
+        cfg = self.config
+        self.compiled = False
+        if not cfg.torch_compile or self._device.type not in self.compile_device_types:
+            return module
+        if cfg.manifest.architecture == 'ultralytics':
+            cfg.log(ULTRALYTICS_COMPILE_REASON)
+            return module
+        torch = _torch()
+        height, width = cfg.manifest.input_size
+        example = torch.zeros(1, 3, height, width, device=self._device, dtype=self._dtype)
+        start = time.monotonic()
+        try:
+            compiled = torch.compile(module, dynamic=False)
+            with torch.inference_mode():
+                compiled(example)
+        except Exception as exc:  # noqa: BLE001 - compilers fail in many ways; eager still runs
+            cfg.log(f"warning: torch.compile failed for model '{clip(cfg.manifest.name)}' "
+                    f'({type(exc).__name__}: {clip(str(exc).strip())}); running it eagerly '
+                    '(set use_torch_compile to false to skip compiling)')
+            return module
+        cfg.log(f"torch.compile: model '{clip(cfg.manifest.name)}' compiled and warmed up in "
+                f'{time.monotonic() - start:.1f} s')
+        self.compiled = True
+        return compiled
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
         if self._module is None:
@@ -115,6 +165,7 @@ class TorchRunner(Runner):
     def describe(self) -> dict[str, Any]:
         info = super().describe()
         info['device'] = str(self._device)
+        info['torch_compile'] = self.compiled
         if self._device is not None and self._device.type == 'cpu':
             info['threads'] = _torch().get_num_threads()
         if self._device is not None and self._device.type == 'cuda':

@@ -62,11 +62,16 @@ def _place(src_h: int, src_w: int, size: tuple[int, int], enabled: bool
             LetterboxMeta((src_h, src_w), (gain, gain), (float(left), float(top))))
 
 
-def _resize(image: np.ndarray, place: _Placement) -> np.ndarray:
+#: ``Preprocessing.interpolation`` → OpenCV flag.
+INTERPOLATION_FLAGS = {'linear': cv2.INTER_LINEAR, 'cubic': cv2.INTER_CUBIC}
+
+
+def _resize(image: np.ndarray, place: _Placement, interpolation: str = 'linear') -> np.ndarray:
     """``image`` resized to the placement's size (the array itself when already that size)."""
     if image.shape[:2] == (place.height, place.width):
         return image
-    return cv2.resize(image, (place.width, place.height), interpolation=cv2.INTER_LINEAR)
+    return cv2.resize(image, (place.width, place.height),
+                      interpolation=INTERPOLATION_FLAGS[interpolation])
 
 
 def letterbox(image: np.ndarray, size: tuple[int, int], pad_value: int = 114,
@@ -129,7 +134,7 @@ def prepare(image: np.ndarray, encoding: str, size: tuple[int, int],
         raise ImageConversionError(
             f"encoding '{encoding}' has {image.dtype} pixels; colour models take 8-bit images")
     place, meta = _place(image.shape[0], image.shape[1], size, prep.letterbox)
-    resized = _resize(image, place)
+    resized = _resize(image, place, prep.interpolation)
     if resized.ndim == 2:
         resized = resized[:, :, None]
     out = np.empty((1, 3) + tuple(size), dtype=np.float32)

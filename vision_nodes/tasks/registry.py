@@ -14,7 +14,7 @@ from .base import Task
 #: task name → (module, class); ``None`` marks a task name that is reserved, not built yet.
 TASK_MAP: dict[str, tuple[str, str] | None] = {
     'detect': ('vision_nodes.tasks.detect', 'DetectionTask'),
-    'depth': None,
+    'depth': ('vision_nodes.tasks.depth', 'DepthTask'),
 }
 assert set(TASK_MAP) == set(KNOWN_TASKS)
 

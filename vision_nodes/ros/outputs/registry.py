@@ -14,6 +14,7 @@ from typing import Any
 #: task name → (module, class).
 OUTPUTS_MAP: dict[str, tuple[str, str]] = {
     'detect': ('vision_nodes.ros.outputs.detection_outputs', 'DetectionOutputs'),
+    'depth': ('vision_nodes.ros.outputs.depth_outputs', 'DepthOutputs'),
 }
 
 

@@ -1,0 +1,171 @@
+"""Depth through the node, over real rclpy and DDS in a separate process (REP 118).
+
+Random-weights models of the real architectures (``depth_weights.py``): a tiny Depth Anything
+(relative and metric) and YOLO26n-depth. Checked: the header is the input's, the size is the
+input's, ``32FC1``, metric values positive (or NaN/+Inf), relative models never on
+``depth``, the coloured image only when asked for, camera_info republished with the depth's
+stamp, and a detection + depth node.
+"""
+
+from __future__ import annotations
+
+import array
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+rclpy = pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
+pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts/setup_env.sh)')
+pytest.importorskip('transformers', reason='transformers is not installed')
+
+from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
+from vision_msgs.msg import Detection2DArray  # noqa: E402
+
+from depth_weights import IMAGENET, depth_anything_folder, shared_folder  # noqa: E402
+from node_harness import Harness  # noqa: E402
+from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
+from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: E402
+
+
+def _manifest(folder: Path, path: Path, kind: str) -> str:
+    depth = {'kind': kind, **({'max_depth': 20.0} if kind == 'metric' else {})}
+    path.write_text(yaml.safe_dump({
+        'name': f'da_{kind}', 'task': 'depth', 'weights': str(folder),
+        'architecture': 'transformers', 'input_size': [70, 98],
+        'preprocessing': {'letterbox': False, 'interpolation': 'cubic', **IMAGENET},
+        'depth': depth, 'backends': ['cpu', 'onnx', 'openvino']}))
+    return str(path)
+
+
+@pytest.fixture(scope='module')
+def depth_manifests(tmp_path_factory):
+    weights = shared_folder(tmp_path_factory)
+    folder = tmp_path_factory.mktemp('depth_manifests')
+    return {
+        'relative': _manifest(depth_anything_folder(weights / 'da_tiny_relative'),
+                              folder / 'da_relative.yaml', 'relative'),
+        'metric': _manifest(depth_anything_folder(weights / 'da_tiny_metric', metric=True,
+                                                  max_depth=20),
+                            folder / 'da_metric.yaml', 'metric')}
+
+
+@pytest.fixture(scope='module')
+def bus_msg(bus_bgr) -> Image:
+    return numpy_to_image(bus_bgr, 'bgr8')
+
+
+def _params(cache, **extra):
+    return {'engine_cache_dir': str(cache), 'backend': 'onnx', **extra}
+
+
+def _depth_array(msg: Image) -> np.ndarray:
+    assert msg.encoding == '32FC1'
+    assert msg.step == msg.width * 4
+    return np.frombuffer(bytes(msg.data), dtype='<f4').reshape(msg.height, msg.width)
+
+
+def test_metric_depth_on_depth_with_colour_and_camera_info(
+        depth_manifests, engine_cache_dir, bus_msg):
+    """A metric model: `depth` at the input's size and header, metres > 0 (else NaN/+Inf);
+    nothing on `depth/relative`; `depth/colored` rgb8; camera_info republished with the
+    depth's stamp."""
+    h = Harness(_params(engine_cache_dir, model=depth_manifests['metric'],
+                        publish_camera_info=True), 'vn_depth_metric')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        depth = c.subscribe(Image, '/depth', 5)
+        relative = c.subscribe(Image, '/depth/relative', 5)
+        colored = c.subscribe(Image, '/depth/colored', 5)
+        infos = c.subscribe(CameraInfo, '/depth/camera_info', 5)
+        info_pub = c.publisher(CameraInfo, '/camera_info', 10)
+        images = c.publisher(Image, '/image', 10)
+        info = CameraInfo(height=bus_msg.height, width=bus_msg.width, distortion_model='plumb_bob')
+        info.k = np.array([500.0, 0, 540, 0, 500, 405, 0, 0, 1])
+        assert wait_for(lambda: info_pub.get_subscription_count() == 1, 10.0)
+        info_pub.publish(info)
+        bus_msg.header.frame_id = 'camera_optical'
+        bus_msg.header.stamp.sec += 1
+        got = publish_until_answered(images, bus_msg, depth, 30.0)
+        assert got is not None
+        assert got.header == bus_msg.header
+        assert (got.height, got.width) == (bus_msg.height, bus_msg.width)
+        values = _depth_array(got)
+        finite = values[np.isfinite(values)]
+        assert finite.size > 0.5 * values.size and (finite > 0).all()
+        assert np.isnan(values).sum() + np.isinf(values).sum() + finite.size == values.size
+        pic = colored.get(10.0, lambda m: m.header == bus_msg.header)
+        assert pic is not None and pic.encoding == 'rgb8'
+        assert (pic.height, pic.width) == (got.height, got.width)
+        republished = infos.get(10.0, lambda m: m.header == bus_msg.header)
+        assert republished is not None and list(republished.k) == list(info.k)
+        assert relative.get(1.0) is None
+    finally:
+        h.close()
+
+
+def test_relative_depth_never_on_depth(depth_manifests, engine_cache_dir, bus_msg):
+    """A relative model publishes `depth/relative` only; the coloured image only when someone
+    subscribes to it."""
+    h = Harness(_params(engine_cache_dir, model=depth_manifests['relative']), 'vn_depth_rel')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        metric = c.subscribe(Image, '/depth', 5)
+        relative = c.subscribe(Image, '/depth/relative', 5)
+        images = c.publisher(Image, '/image', 10)
+        bus_msg.header.frame_id = 'relative_frame'
+        got = publish_until_answered(images, bus_msg, relative, 30.0)
+        assert got is not None and got.header.frame_id == 'relative_frame'
+        values = _depth_array(got)
+        assert values.shape == (bus_msg.height, bus_msg.width) and np.isfinite(values).any()
+        assert metric.get(1.0) is None
+        assert c.node.count_publishers('/depth') == 0
+        assert c.node.count_publishers('/depth/relative') == 1
+    finally:
+        h.close()
+
+
+def test_detection_and_depth_in_one_node(depth_manifests, model_dir, engine_cache_dir,
+                                         bus_msg):
+    """models: [yolov8n, da_metric]: one image subscription, both outputs for the same frame,
+    each model's live parameters under its name."""
+    h = Harness(_params(engine_cache_dir, model_dir=str(model_dir),
+                        models=['yolov8n', depth_manifests['metric']]), 'vn_det_depth')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        dets = c.subscribe(Detection2DArray, '/yolov8n/detections', 5)
+        depth = c.subscribe(Image, '/da_metric/depth', 5)
+        images = c.publisher(Image, '/image', 10)
+        bus_msg.header.frame_id = 'both'
+        got = publish_until_answered(images, bus_msg, dets, 30.0)
+        assert got is not None and len(got.detections) >= 4
+        same = depth.get(10.0, lambda m: m.header == got.header)
+        assert same is not None and (same.height, same.width) == (bus_msg.height, bus_msg.width)
+        assert c.node.count_subscribers('/image') == 1
+        names = c.get_parameters('yolov8n.confidence_threshold', 'da_metric.depth_colormap')
+        assert names == {'yolov8n.confidence_threshold': 0.25,
+                         'da_metric.depth_colormap': 'turbo'}
+    finally:
+        h.close()
+
+
+def test_bad_depth_frames_do_not_stop_the_node(depth_manifests, engine_cache_dir, bus_msg):
+    """A malformed image is skipped with a reason; the next good one still gives depth."""
+    h = Harness(_params(engine_cache_dir, model=depth_manifests['relative']), 'vn_depth_bad')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        relative = c.subscribe(Image, '/depth/relative', 5)
+        images = c.publisher(Image, '/image', 10)
+        assert wait_for(lambda: images.get_subscription_count() == 1, 10.0)
+        short = Image(height=100, width=100, encoding='rgb8', step=300)
+        short.data = array.array('B', bytes(10))
+        images.publish(short)
+        assert h.node.wait_for_output('skipping image', 10.0)
+        assert publish_until_answered(images, bus_msg, relative, 30.0) is not None
+    finally:
+        h.close()

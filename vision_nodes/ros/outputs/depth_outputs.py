@@ -1,0 +1,98 @@
+"""What a depth model publishes (REP 118): ``depth`` or ``depth/relative``, and extras.
+
+* metric models: ``depth`` (``32FC1``, metres along the optical axis, NaN where invalid);
+* relative models: ``depth/relative`` (``32FC1``, unitless: the model's convention), never
+  ``depth``, so nothing mistakes them for metres;
+* ``depth/colored`` (``rgb8``, for people): computed only while someone subscribes;
+* with ``publish_camera_info``: the latest ``camera_info`` (a sibling of the image topic)
+  republished on ``depth/camera_info`` with each depth image's header, so
+  ``depth_image_proc`` can pair them into a point cloud.
+
+Every image carries its input image's header.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CameraInfo, Image
+
+from ...pipeline import ModelPipeline
+from ...tasks.depth import DepthParams, DepthResult
+from .depth import camera_info_for, colored_to_msg, depth_to_msg
+
+#: Depth images are frame-sized: keep only the newest one queued.
+IMAGES = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                    reliability=ReliabilityPolicy.RELIABLE)
+#: A best-effort subscription hears reliable and best-effort camera_info publishers alike.
+CAMERA_INFO_IN = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                            reliability=ReliabilityPolicy.BEST_EFFORT)
+
+
+class DepthOutputs:
+    """Publishers of one depth model."""
+
+    def __init__(self, node: Any, model: ModelPipeline, namespace: str = '') -> None:
+        self._node = node
+        self._task = model.task
+        self._namespace = namespace
+        topic = 'depth' if model.task.metric else 'depth/relative'
+        self._depth = node.create_lifecycle_publisher(Image, f'{namespace}{topic}', IMAGES)
+        self._colored = node.create_lifecycle_publisher(
+            Image, f'{namespace}depth/colored', IMAGES)
+        self._info_out = node.create_lifecycle_publisher(
+            CameraInfo, f'{namespace}depth/camera_info', IMAGES)
+        self._info_in = None
+        self._latest_info: CameraInfo | None = None
+        self._params: DepthParams = DepthParams()
+
+    @property
+    def topics(self) -> list[str]:
+        """Resolved names of the topics published (the depth image first)."""
+        return [self._depth.topic_name, self._colored.topic_name, self._info_out.topic_name]
+
+    def wanted(self) -> bool:
+        """Whether anything subscribes to the depth image or its coloured picture."""
+        return (self._depth.get_subscription_count() > 0
+                or self._colored.get_subscription_count() > 0)
+
+    def activate(self, params: DepthParams) -> None:
+        """Subscribe to camera_info when it is to be republished."""
+        self._params = params
+        if params.publish_camera_info and self._info_in is None:
+            self._info_in = self._node.create_subscription(
+                CameraInfo, 'camera_info', self._on_camera_info, CAMERA_INFO_IN)
+
+    def deactivate(self) -> None:
+        """Drop the camera_info subscription."""
+        if self._info_in is not None:
+            self._node.destroy_subscription(self._info_in)
+            self._info_in = None
+        self._latest_info = None
+
+    def params_changed(self, old: DepthParams, new: DepthParams) -> None:
+        """Colour settings apply to the next frame."""
+        self._params = new
+
+    def _on_camera_info(self, msg: CameraInfo) -> None:
+        self._latest_info = msg
+
+    def publish(self, result: DepthResult, header: Any) -> None:
+        """Publish one frame's depth image, and the extras someone listens to."""
+        self._depth.publish(depth_to_msg(result, header))
+        if self._colored.get_subscription_count() > 0:
+            rgb = self._task.colorize(result, self._params)
+            self._colored.publish(colored_to_msg(rgb, header))
+        info = self._latest_info
+        if self._info_in is not None and info is not None:
+            try:
+                self._info_out.publish(camera_info_for(info, header, result.shape))
+            except ValueError as exc:
+                self._node.report_error(f'camera_info not republished: {exc}')
+
+    def destroy(self) -> None:
+        """Destroy the publishers and the camera_info subscription."""
+        self.deactivate()
+        for pub in (self._depth, self._colored, self._info_out):
+            self._node.destroy_lifecycle_publisher(pub)
