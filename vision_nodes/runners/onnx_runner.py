@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 
 from ..artifacts.onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
+from ..limits import MAX_MANIFEST_BYTES
 from ..loaders import check_weights
+from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
 
 #: Short names accepted by the ``execution_provider`` parameter.
@@ -36,9 +38,18 @@ def resolve_execution_provider(name: str) -> str:
 
 
 def labels_from_metadata(meta: dict[str, str]) -> list[str] | None:
-    """Class names stored in an ONNX model's metadata (ours, or an Ultralytics export's)."""
+    """Class names stored in an ONNX model's metadata (ours, or an Ultralytics export's).
+
+    Raises ValueError for metadata that is too large, malformed, or not a list of names.
+    """
+    for key in (LABELS_METADATA_KEY, 'names'):
+        if len(meta.get(key, '')) > MAX_MANIFEST_BYTES:
+            raise ValueError(f'metadata {key} is larger than {MAX_MANIFEST_BYTES} bytes')
     if LABELS_METADATA_KEY in meta:
-        return [str(v) for v in json.loads(meta[LABELS_METADATA_KEY])]
+        names = json.loads(meta[LABELS_METADATA_KEY])
+        if not isinstance(names, list):
+            raise ValueError(f'{LABELS_METADATA_KEY} is not a list')
+        return [str(v) for v in names]
     if 'names' in meta:  # Ultralytics writes str(dict)
         names = ast.literal_eval(meta['names'])
         if isinstance(names, dict):
@@ -80,10 +91,12 @@ class OnnxRunner(Runner):
                 f"build (available: {', '.join(available)})")
         if cfg.manifest.architecture == 'onnx':
             self.model_path = check_weights(cfg.weights)
+            model: str | bytes = str(self.model_path)  # the user's file (may use external data)
             self.cache_hit = None
         else:
             entry = ensure_onnx(cfg.manifest, cfg.weights, cfg.cache, cfg.precision)
             self.model_path = entry.file(ONNX_FILE)
+            model = entry.read_verified(ONNX_FILE)  # what runs is what the hash check saw
             self.cache_hit = entry.hit
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -99,14 +112,31 @@ class OnnxRunner(Runner):
             device_id = cfg.device.split(':')[-1]
             provider_options = [{'device_id': device_id}, {}]
         try:
-            self._session = ort.InferenceSession(str(self.model_path), sess_options=options,
+            self._session = ort.InferenceSession(model, sess_options=options,
                                                  providers=providers,
                                                  provider_options=provider_options)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-            raise RunnerError(f"ONNX Runtime cannot load '{self.model_path}': {exc}") from exc
-        self._input_name = self._session.get_inputs()[0].name
+            raise RunnerError(f"ONNX Runtime cannot load '{clip(self.model_path)}': "
+                              f'{clip(exc, 300)}') from exc
+        inputs = self._session.get_inputs()
+        if len(inputs) != 1 or inputs[0].type != 'tensor(float)':
+            found = ', '.join(f'{clip(i.name, 40)} {clip(i.type, 40)}' for i in inputs[:4])
+            raise RunnerError(f"'{clip(self.model_path)}' takes inputs ({found}); a vision "
+                              'model here takes one float32 image tensor: export it so')
+        self._input_name = inputs[0].name
         meta = self._session.get_modelmeta().custom_metadata_map
-        self.labels = labels_from_metadata(meta)
+        try:
+            self.labels = labels_from_metadata(meta)
+        except Exception as exc:  # noqa: BLE001 - metadata is untrusted text
+            raise RunnerError(f"'{clip(self.model_path)}': its class names (metadata) cannot "
+                              f"be read ({type(exc).__name__}): list `labels` in the manifest"
+                              ) from None
+
+    def model_input_shape(self) -> tuple[int | None, ...] | None:
+        if self._session is None:
+            return None
+        return tuple(d if isinstance(d, int) and d > 0 else None
+                     for d in self._session.get_inputs()[0].shape)
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
         if self._session is None:
