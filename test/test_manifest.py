@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import signal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 import yaml
 
+from vision_nodes.limits import (MAX_INPUT_SIDE, MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES,
+                                 MAX_NAME_CHARS)
 from vision_nodes.manifest import (
     MODEL_DIR_ENV,
     ManifestError,
     load_manifest,
+    parse_manifest,
     resolve_manifest,
 )
 
@@ -287,3 +293,196 @@ def test_weights_path_absolute_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path / 'env'))
     assert m.weights_path() == absolute
     assert m.weights_path(tmp_path / 'arg') == absolute
+
+
+# ----------------------------------------------------------------- untrusted manifests
+def _one_bounded_line(error: BaseException, limit: int = 600) -> str:
+    message = str(error)
+    assert '\n' not in message and len(message) <= limit, message[:2000]
+    return message
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Fail (TimeoutError) instead of hanging when the block runs longer than ``seconds``."""
+    def expire(signum, frame):
+        raise TimeoutError(f'still running after {seconds} s')
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+ALIAS_BOMB = '\n'.join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f'{chr(98 + i)}: &{chr(98 + i)} [' + ','.join([f'*{chr(97 + i)}'] * 9) + ']'
+       for i in range(8)]
+    + ['name: *i', 'task: detect', 'weights: w.pt', 'input_size: 640', 'backends: [onnx]'])
+
+
+def test_alias_bomb_is_refused_without_expanding(tmp_path: Path) -> None:
+    """A "billion laughs" manifest: refused at parse, in one short line, at once."""
+    path = tmp_path / 'bomb.yaml'
+    path.write_text(ALIAS_BOMB)
+    with time_limit(10), pytest.raises(ManifestError, match='anchors and aliases') as info:
+        load_manifest(path)
+    assert str(path) in _one_bounded_line(info.value)
+
+
+@pytest.mark.parametrize('text,match', [
+    ('name: &n tiny\nlabel: *n\n', 'anchors and aliases'),
+    ('[' * 100_000 + ']' * 100_000, 'nested deeper than'),
+    ('labels: [' + ', '.join(['a'] * 30_000) + ']\n', 'more than'),
+    ('name: !!python/object/apply:os.system ["touch /tmp/x"]\n', 'not valid YAML'),
+    ('name: ' + '9' * 5000 + '\n', 'not accepted as a manifest'),
+    ('name: tiny\nname: tiny\n\ttask: [\n', 'not valid YAML'),
+], ids=['alias', 'deep', 'many nodes', 'python tag', 'huge int', 'tab'])
+def test_hostile_yaml_is_one_line_error(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / 'hostile.yaml'
+    path.write_text(text)
+    with time_limit(10), pytest.raises(ManifestError, match=match) as info:
+        load_manifest(path)
+    assert str(path) in _one_bounded_line(info.value)
+
+
+def test_oversized_manifest_refused_before_reading(tmp_path: Path) -> None:
+    """The size is checked on the open file: a 4 GiB (sparse) file is never read."""
+    path = tmp_path / 'huge.yaml'
+    with open(path, 'wb') as fh:
+        fh.truncate(4 << 30)
+    with time_limit(5), pytest.raises(ManifestError, match=f'at most {MAX_MANIFEST_BYTES}'):
+        load_manifest(path)
+
+
+@pytest.mark.parametrize('kind', ['fifo', 'folder', 'device'])
+def test_manifest_must_be_a_regular_file(tmp_path: Path, kind: str) -> None:
+    """A fifo would block the read forever, /dev/zero would never end: both refused."""
+    path = tmp_path / 'special.yaml'
+    if kind == 'fifo':
+        os.mkfifo(path)
+    elif kind == 'folder':
+        path.mkdir()
+    else:
+        path.symlink_to('/dev/zero')
+    with time_limit(5), pytest.raises(ManifestError, match='regular file') as info:
+        resolve_manifest(str(path))
+    assert str(path) in _one_bounded_line(info.value)
+
+
+def test_non_utf8_manifest_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / 'latin1.yaml'
+    path.write_bytes(yaml.safe_dump(VALID).replace('tiny', 'caf\xe9').encode('latin-1'))
+    with pytest.raises(ManifestError, match=r'not UTF-8 text \(byte 0xe9 at offset') as info:
+        load_manifest(path)
+    assert str(path) in _one_bounded_line(info.value)
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / 'bom.yaml'
+    path.write_bytes(b'\xef\xbb\xbf' + yaml.safe_dump(VALID).encode())
+    assert load_manifest(path).name == 'tiny'
+
+
+HUGE = 'x' * (50 << 20)
+
+
+@pytest.mark.parametrize('key,value,field', [
+    ('name', HUGE, '`name`'),
+    ('task', HUGE, '`task`'),
+    ('weights', HUGE, '`weights`'),
+    ('architecture', HUGE, '`architecture`'),
+    ('backends', ['onnx', HUGE], '`backends[1]`'),
+    ('labels', [HUGE], '`labels[0]`'),
+    ('input_size', [HUGE, 64], '`input_size[0]`'),
+    ('input_size', [list(range(1_000_000)), 64], '`input_size[0]`'),
+    ('rect', {HUGE: HUGE}, '`rect`'),
+], ids=['name', 'task', 'weights', 'architecture', 'backends', 'labels', 'input_size',
+        'input_size list', 'rect'])
+def test_huge_values_are_clipped_in_errors(key: str, value: Any, field: str) -> None:
+    """A 50 MB value gives a short message that still names the field."""
+    data = {**copy.deepcopy({k: v for k, v in VALID.items() if k != key}), key: value}
+    with time_limit(10), pytest.raises(ManifestError) as info:
+        parse_manifest(data, 'big.yaml')
+    assert field in _one_bounded_line(info.value)
+
+
+@pytest.mark.parametrize('name', ['a-b', '1model', 'has space', 'dot.name', 'ünï', 'x/y', '..',
+                                  'n' * (MAX_NAME_CHARS + 1), 'n' * 300, '_' * 65],
+                         ids=lambda name: name if len(name) < 20 else f'{len(name)} chars')
+def test_name_must_be_a_ros_name_token(name: str) -> None:
+    """Names become ROS namespaces and cache folder names: letters, digits, underscores."""
+    with pytest.raises(ManifestError, match='field `name`') as info:
+        parse_manifest({**VALID, 'name': name}, 'n.yaml')
+    _one_bounded_line(info.value)
+
+
+@pytest.mark.parametrize('name', ['tiny', 'yolov8n', 'yolov8n_int8', '_private', 'A1',
+                                  'n' * MAX_NAME_CHARS],
+                         ids=lambda name: name if len(name) < 20 else f'{len(name)} chars')
+def test_valid_names_are_valid_ros_namespaces(name: str) -> None:
+    assert parse_manifest({**VALID, 'name': name}, 'n.yaml').name == name
+    rclpy_names = pytest.importorskip('rclpy.validate_topic_name', reason='rclpy')
+    rclpy_names.validate_topic_name(f'{name}/detections')
+
+
+def test_shipped_manifests_are_valid() -> None:
+    """Every manifest in config/models loads and its name matches its file."""
+    shipped = sorted((REPO / 'config' / 'models').glob('*.yaml'))
+    assert shipped
+    for path in shipped:
+        assert load_manifest(path).name == path.stem
+
+
+NON_FINITE: list[tuple[str, Callable[[dict], None], str]] = [
+    ('scale inf', _set('preprocessing.scale', float('inf')), '`preprocessing.scale`'),
+    ('scale nan', _set('preprocessing.scale', float('nan')), '`preprocessing.scale`'),
+    ('scale 1e999 int', _set('preprocessing.scale', 10 ** 400), '`preprocessing.scale`'),
+    ('scale absurd', _set('preprocessing.scale', 1e30), '`preprocessing.scale`'),
+    ('mean nan', _set('preprocessing.mean', [float('nan'), 0, 0]), '`preprocessing.mean[0]`'),
+    ('mean -inf', _set('preprocessing.mean', [0, float('-inf'), 0]), '`preprocessing.mean[1]`'),
+    ('std inf', _set('preprocessing.std', [1, 1, float('inf')]), '`preprocessing.std[2]`'),
+    ('std negative', _set('preprocessing.std', [1, -1, 1]), '`preprocessing.std[1]`'),
+    ('std tiny', _set('preprocessing.std', [1, 1e-30, 1]), '`preprocessing.std`'),
+    ('confidence nan', _set('thresholds.confidence', float('nan')), '`thresholds.confidence`'),
+    ('iou inf', _set('thresholds.iou', float('inf')), '`thresholds.iou`'),
+    ('max_detections huge', _set('thresholds.max_detections', 10 ** 9),
+     '`thresholds.max_detections`'),
+    ('input_size 8192', _set('input_size', 8192), '`input_size[0]`'),
+    ('input_size 4096 square', _set('input_size', [4096, 4096]), '`input_size`'),
+    ('input_size huge int', _set('input_size', [10 ** 300, 64]), '`input_size[0]`'),
+    ('labels too many', _set('labels', ['c'] * (MAX_LABELS + 1)), '`labels`'),
+    ('label too long', _set('labels', ['a', 'b' * (MAX_LABEL_CHARS + 1)]), '`labels[1]`'),
+    ('weights NUL', _set('weights', 'a\0b.pt'), '`weights`'),
+    ('task a list', _set('task', ['detect']), '`task`'),
+    ('labels a dict', _set('labels', {'a': 1}), '`labels`'),
+]
+
+
+@pytest.mark.parametrize('mutate,field', [(m, f) for _, m, f in NON_FINITE],
+                         ids=[c[0] for c in NON_FINITE])
+def test_values_out_of_bounds_refused(mutate: Callable[[dict], None], field: str) -> None:
+    """Non-finite or absurd numbers and oversized lists are refused at load, by field."""
+    data = copy.deepcopy(VALID)
+    mutate(data)
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(data, 'bounds.yaml')
+    assert field in _one_bounded_line(info.value)
+
+
+def test_largest_accepted_values_load() -> None:
+    data = {**copy.deepcopy(VALID), 'input_size': [1024, MAX_INPUT_SIDE],
+            'labels': [f'c{i}' for i in range(MAX_LABELS)]}
+    m = parse_manifest(data, 'big.yaml')
+    assert m.input_size == (1024, MAX_INPUT_SIDE) and len(m.labels) == MAX_LABELS
+
+
+def test_keys_of_any_type_give_a_manifest_error(tmp_path: Path) -> None:
+    """Unknown keys that are numbers, null or mixed with strings: a field error, no TypeError."""
+    path = tmp_path / 'keys.yaml'
+    path.write_text(yaml.safe_dump(VALID) + '1: one\nnull: none\nzzz: 3\n')
+    with pytest.raises(ManifestError, match='field `1`: unknown key'):
+        load_manifest(path)
