@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
 import pytest
 import yaml
 
@@ -486,3 +487,113 @@ def test_keys_of_any_type_give_a_manifest_error(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(VALID) + '1: one\nnull: none\nzzz: 3\n')
     with pytest.raises(ManifestError, match='field `1`: unknown key'):
         load_manifest(path)
+
+
+# ----------------------------------------------------------------- the model against its manifest
+def _tiny_onnx(path: Path, *, input_shape=(1, 3, 64, 64), outputs: int = 7,
+               classifier: bool = False, names: list[str] | None = None,
+               dtype: int | None = None, extra_input: bool = False) -> Path:
+    """Write a real, tiny ONNX model: a strided convolution shaped like a detector head.
+
+    Its output is (1, ``outputs``, anchors), i.e. 4 box values + ``outputs - 4`` class scores
+    per anchor; ``classifier`` makes it (1, 3) instead.
+    """
+    onnx = pytest.importorskip('onnx', reason='onnx builds the test models')
+    from onnx import TensorProto, helper, numpy_helper
+
+    elem = TensorProto.FLOAT if dtype is None else dtype
+    inputs = [helper.make_tensor_value_info('images', elem, list(input_shape))]
+    if extra_input:
+        inputs.append(helper.make_tensor_value_info('scale', TensorProto.FLOAT, [1]))
+    channels = input_shape[1] if isinstance(input_shape[1], int) else 3
+    weight = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((outputs, channels, 32, 32)).astype(
+            np.float16 if elem == TensorProto.FLOAT16 else np.float32), 'w')
+    if classifier:
+        nodes = [helper.make_node('GlobalAveragePool', ['images'], ['pooled']),
+                 helper.make_node('Flatten', ['pooled'], ['output0'])]
+        out = helper.make_tensor_value_info('output0', elem, ['batch', 'classes'])
+        initializers = []
+    else:
+        shape = numpy_helper.from_array(np.array([1, outputs, -1], np.int64), 'shape')
+        nodes = [helper.make_node('Conv', ['images', 'w'], ['conv'], strides=[32, 32]),
+                 helper.make_node('Reshape', ['conv', 'shape'], ['output0'])]
+        out = helper.make_tensor_value_info('output0', elem, ['batch', 'values', 'anchors'])
+        initializers = [weight, shape]
+    graph = helper.make_graph(nodes, 'tiny', inputs, [out], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)])
+    model.ir_version = 8
+    if names is not None:
+        entry = model.metadata_props.add()
+        entry.key, entry.value = 'names', repr(dict(enumerate(names)))
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def _pipeline(tmp_path: Path, weights: Path, **fields: Any):
+    pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
+    from vision_nodes.pipeline import build_pipeline
+
+    data = {'name': 'tiny', 'task': 'detect', 'weights': str(weights), 'input_size': 64,
+            'backends': ['onnx'], **fields}
+    return build_pipeline(parse_manifest(data, 'tiny.yaml'), 'onnx', cache_dir=tmp_path)
+
+
+def test_tiny_detector_model_runs(tmp_path: Path) -> None:
+    """The synthetic model the checks below use is accepted when it matches its manifest."""
+    from vision_nodes.tasks.detect import DetectionParams
+
+    pipeline = _pipeline(tmp_path, _tiny_onnx(tmp_path / 'ok.onnx'), labels=['a', 'b', 'c'])
+    try:
+        assert pipeline.runner.output_shapes == [(1, 7, 4)]
+        dets = pipeline.process(np.zeros((48, 80, 3), np.uint8), 'rgb8',
+                                DetectionParams(confidence=0.0))
+        assert set(dets.class_ids.tolist()) <= {0, 1, 2}
+    finally:
+        pipeline.close()
+
+
+@pytest.mark.parametrize('model,fields,error,match', [
+    (dict(), dict(labels=['a', 'b']), ManifestError,
+     r"field `labels`: the manifest lists 2 class names but the model scores 3 classes: "
+     r'list exactly 3 names in `labels`, or use `labels: from_weights`'),
+    (dict(names=['a', 'b', 'c', 'd']), dict(), ManifestError,
+     r"the model's own metadata lists 4 class names but the model scores 3 classes"),
+    (dict(classifier=True), dict(), ManifestError,
+     r'the model outputs 1x3, not a detector output \(1, 4 \+ classes, anchors\)'),
+    (dict(input_shape=(1, 3, 32, 32)), dict(), 'RunnerError',
+     r'takes input 1x3x32x32 but the manifest says `input_size: \[64, 64\]`: set '
+     r'`input_size: \[32, 32\]`'),
+    (dict(input_shape=(1, 3, 'h', 96)), dict(), 'RunnerError',
+     r'set `input_size: \[64, 96\]`'),
+    (dict(input_shape=(1, 1, 64, 64)), dict(), 'RunnerError', r'one 3-channel image'),
+    (dict(input_shape=(4, 3, 64, 64)), dict(), 'RunnerError', r'one 3-channel image'),
+    (dict(input_shape=(3, 64, 64), classifier=True), dict(), 'RunnerError',
+     r'takes a 3-D input'),
+    (dict(extra_input=True), dict(), 'RunnerError', r'takes inputs \(images tensor\(float\), '
+                                                    r'scale tensor\(float\)\)'),
+    (dict(dtype=10), dict(), 'RunnerError', r'one float32 image tensor'),
+], ids=['manifest labels', 'metadata labels', 'classifier', 'input size', 'input width',
+        'one channel', 'batch of 4', 'rank 3', 'two inputs', 'float16 input'])
+def test_model_that_does_not_fit_its_manifest_fails_configure(tmp_path: Path, model: dict,
+                                                              fields: dict, error,
+                                                              match: str) -> None:
+    """Caught at configure in one line naming the field and the fix, never per frame."""
+    from vision_nodes.runners.base import RunnerError
+
+    error = RunnerError if error == 'RunnerError' else error
+    weights = _tiny_onnx(tmp_path / 'model.onnx', **model)
+    with pytest.raises(error, match=match) as info:
+        _pipeline(tmp_path, weights, **fields)
+    _one_bounded_line(info.value)
+
+
+def test_free_input_dimensions_take_the_manifest_size(tmp_path: Path) -> None:
+    weights = _tiny_onnx(tmp_path / 'dynamic.onnx', input_shape=('n', 3, 'h', 'w'))
+    pipeline = _pipeline(tmp_path, weights, input_size=[96, 128])
+    try:
+        assert pipeline.runner.model_input_shape() == (None, 3, None, None)
+        assert pipeline.runner.output_shapes == [(1, 7, 12)]
+    finally:
+        pipeline.close()
