@@ -597,3 +597,16 @@ def test_free_input_dimensions_take_the_manifest_size(tmp_path: Path) -> None:
         assert pipeline.runner.output_shapes == [(1, 7, 12)]
     finally:
         pipeline.close()
+
+
+def test_readme_lists_every_bound_with_its_value() -> None:
+    """Each constant of vision_nodes.limits has a row in the README naming it and its value."""
+    from vision_nodes import limits
+
+    rows = [line for line in (REPO / 'README.md').read_text().splitlines()
+            if line.startswith('| ') and '`MAX_' in line]
+    constants = {name: value for name, value in vars(limits).items() if name.startswith('MAX_')}
+    assert constants
+    for name, value in constants.items():
+        shown = f'{value:g}' if isinstance(value, float) else str(value)
+        assert any(f'`{name}`' in row and shown in row for row in rows), (name, shown)

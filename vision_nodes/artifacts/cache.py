@@ -216,8 +216,8 @@ class EngineCache:
         self.root = Path(os.path.expanduser(str(root)))
 
     def _ensure_root(self) -> None:
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
+        try:  # private by default: whoever can write here chooses what the node runs
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise CacheError(f"engine_cache_dir '{clip(self.root)}' cannot be created: "
                              f'{clip(exc.strerror or exc)}') from exc

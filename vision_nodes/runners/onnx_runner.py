@@ -33,7 +33,7 @@ def resolve_execution_provider(name: str) -> str:
     if key in EXECUTION_PROVIDERS.values():
         return key
     raise RunnerError(
-        f"unknown execution_provider '{name}' "
+        f"unknown execution_provider '{clip(name, 40)}' "
         f"(use one of: {', '.join(EXECUTION_PROVIDERS)})")
 
 
