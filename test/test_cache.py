@@ -6,6 +6,8 @@ import dataclasses
 import hashlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pytest
 
 from vision_nodes.artifacts.cache import (ENTRY_FILE, CacheError, EngineCache, cache_key,
@@ -278,3 +281,303 @@ def test_concurrent_processes_build_once(tmp_path: Path) -> None:
     # Every process was inside get_or_build while the (1 s) build was running.
     assert max(r['start'] for r in results) < min(r['end'] for r in results)
     assert (Path(results[0]['path']) / 'model.bin').read_bytes() == b'artifact'
+
+
+# ----------------------------------------------------------------- hostile and stale entries
+def _flip_in_place(path: Path, offset: int = 100) -> None:
+    """Change one byte of ``path`` and put its modification time back (size unchanged)."""
+    info = path.stat()
+    with open(path, 'r+b') as fh:
+        fh.seek(offset)
+        byte = fh.read(1)
+        fh.seek(offset)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert path.stat().st_size == info.st_size
+    assert path.stat().st_mtime_ns == info.st_mtime_ns
+
+
+def test_in_place_corruption_keeping_size_and_mtime_is_a_miss(tmp_path: Path) -> None:
+    """Hashes are never memoised on (path, size, mtime): an in-place edit is seen."""
+    cache = EngineCache(tmp_path)
+    build = CountingBuild()
+    entry = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    assert cache.lookup('m', 'onnx', FIELDS, (ARTIFACT,)) is not None  # hashed once here
+    _flip_in_place(entry.file(ARTIFACT))
+    assert cache.lookup('m', 'onnx', FIELDS, (ARTIFACT,)) is None
+    with pytest.raises(CacheError, match='does not match the hash'):
+        entry.read_verified(ARTIFACT)
+    again = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    assert build.calls == 2 and again.hit is False
+    assert again.read_verified(ARTIFACT) == build.payload
+
+
+def test_weights_hash_sees_in_place_edits(tmp_path: Path) -> None:
+    """The cache key's weights hash follows the content, whatever size and mtime say."""
+    weights = tmp_path / 'm.pt'
+    weights.write_bytes(bytes(range(256)) * 4)
+    before = onnx_cache_fields(_manifest(), weights, 'fp32')['weights_sha256']
+    _flip_in_place(weights)
+    after = onnx_cache_fields(_manifest(), weights, 'fp32')['weights_sha256']
+    assert before != after == hashlib.sha256(weights.read_bytes()).hexdigest()
+
+
+def test_corruption_after_lookup_is_caught_at_read(tmp_path: Path) -> None:
+    """A file corrupted between the lookup and the load: a clear CacheError, then a rebuild."""
+    cache = EngineCache(tmp_path)
+    build = CountingBuild()
+    cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    found = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    assert found.hit is True
+    found.file(ARTIFACT).write_bytes(b'X' * len(build.payload))
+    with pytest.raises(CacheError) as info:
+        found.read_verified(ARTIFACT)
+    message = str(info.value)
+    assert found.path.name in message and 'next configure rebuilds it' in message
+    assert '\n' not in message
+    rebuilt = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    assert rebuilt.hit is False and rebuilt.read_verified(ARTIFACT) == build.payload
+
+
+def _rewrite_meta(entry: Path, change: Callable[[dict], None]) -> None:
+    meta = json.loads((entry / ENTRY_FILE).read_text())
+    change(meta)
+    (entry / ENTRY_FILE).write_text(json.dumps(meta))
+
+
+def _list_outside(target: str) -> Callable[[Path], None]:
+    def apply(entry: Path) -> None:
+        data = Path(target).read_bytes() if Path(target).is_file() else b''
+        _rewrite_meta(entry, lambda meta: meta['files'].update({target: {
+            'size': len(data), 'sha256': hashlib.sha256(data).hexdigest()}}))
+    return apply
+
+
+def _symlink_artifact_to(target: str) -> Callable[[Path], None]:
+    def apply(entry: Path) -> None:
+        data = (entry / ARTIFACT).read_bytes()
+        (entry / ARTIFACT).unlink()
+        outside = entry.parent / 'outside.bin'
+        outside.write_bytes(data)  # same bytes: only the link makes it wrong
+        os.symlink(target if target != 'outside' else outside, entry / ARTIFACT)
+    return apply
+
+
+def _fifo_artifact(entry: Path) -> None:
+    (entry / ARTIFACT).unlink()
+    os.mkfifo(entry / ARTIFACT)
+
+
+def _huge_recorded_size(entry: Path) -> None:
+    _rewrite_meta(entry, lambda meta: meta['files'][ARTIFACT].update({'size': 1 << 62}))
+
+
+def _entry_is_a_link(entry: Path) -> None:
+    moved = entry.with_name('elsewhere')
+    os.rename(entry, moved)
+    os.symlink(moved, entry)
+
+
+def _entry_is_a_file(entry: Path) -> None:
+    shutil.rmtree(entry)
+    entry.write_bytes(b'not a folder')
+
+
+def _deeply_nested_meta(entry: Path) -> None:
+    (entry / ENTRY_FILE).write_text('[' * 100_000 + ']' * 100_000)
+
+
+HOSTILE: list[tuple[str, Callable[[Path], None]]] = [
+    ('lists /dev/zero', _list_outside('/dev/zero')),
+    ('lists a file outside', _list_outside('/etc/hostname')),
+    ('lists ../', _list_outside('../outside.bin')),
+    ('artifact links to /dev/zero', _symlink_artifact_to('/dev/zero')),
+    ('artifact links outside', _symlink_artifact_to('outside')),
+    ('artifact is a fifo', _fifo_artifact),
+    ('huge recorded size', _huge_recorded_size),
+    ('entry is a link', _entry_is_a_link),
+    ('entry is a file', _entry_is_a_file),
+    ('entry.json nested 100000 deep', _deeply_nested_meta),
+]
+
+
+def attack_and_recover(root: str, attack_name: str) -> dict:
+    """Build an entry, attack it, then look it up, read it and get it again (in a child)."""
+    attack = dict(HOSTILE)[attack_name]
+    cache = EngineCache(root)
+    build = CountingBuild()
+    entry = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    attack(entry.path)
+    result: dict = {'lookup': cache.lookup('m', 'onnx', FIELDS, (ARTIFACT,)) is not None}
+    try:
+        entry.read_verified(ARTIFACT)
+        result['read_error'] = None
+    except CacheError as exc:
+        result['read_error'] = str(exc)
+    again = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    result.update(calls=build.calls, hit=again.hit, link=again.path.is_symlink(),
+                  payload=again.read_verified(ARTIFACT) == build.payload,
+                  elsewhere=(Path(root) / 'elsewhere').exists())
+    return result
+
+
+CHILD = textwrap.dedent('''
+    import json, resource, signal, sys
+    sys.path.insert(0, sys.argv[1])
+    # A read of /dev/zero or a fifo never ends: bounded memory and time turn that into a
+    # failed test instead of a machine out of memory or a hung suite.
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    signal.alarm(30)
+    import test_cache
+    print(json.dumps(getattr(test_cache, sys.argv[2])(*sys.argv[3:])))
+''')
+
+
+def run_in_child(func: str, *args: str) -> dict:
+    """Run ``func(*args)`` of this module in a child process with bounded memory and time."""
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(
+        [str(REPO)] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p])}
+    proc = subprocess.run([sys.executable, '-c', CHILD, str(Path(__file__).parent), func,
+                           *args], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, f'child exited {proc.returncode}: {proc.stderr[-3000:]}'
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize('attack', [n for n, _ in HOSTILE])
+def test_hostile_entry_is_refused_and_rebuilt(tmp_path: Path, attack: str) -> None:
+    """Entries may only name regular files inside themselves; nothing else is read."""
+    result = run_in_child('attack_and_recover', str(tmp_path / 'cache'), attack)
+    assert result['lookup'] is False
+    assert result['read_error'] is not None
+    assert '\n' not in result['read_error'] and len(result['read_error']) < 500
+    assert result['calls'] == 2 and result['hit'] is False
+    assert result['payload'] is True and result['link'] is False
+    assert result['elsewhere'] == (attack == 'entry is a link')  # the target is untouched
+
+
+def test_build_records_only_regular_files(tmp_path: Path) -> None:
+    """A link a build leaves behind is not part of the entry; a required one is an error."""
+    cache = EngineCache(tmp_path)
+    (tmp_path / 'secret').write_text('outside')
+
+    def with_link(folder: Path) -> None:
+        (folder / ARTIFACT).write_bytes(b'a')
+        os.symlink(tmp_path / 'secret', folder / 'extra.bin')
+
+    entry = cache.get_or_build('m', 'onnx', FIELDS, with_link, files=(ARTIFACT,))
+    assert set(json.loads((entry.path / ENTRY_FILE).read_text())['files']) == {ARTIFACT}
+
+    def link_only(folder: Path) -> None:
+        os.symlink(tmp_path / 'secret', folder / ARTIFACT)
+
+    with pytest.raises(CacheError, match=f'produced no {ARTIFACT}'):
+        cache.get_or_build('m', 'onnx', {'other': 1}, link_only, files=(ARTIFACT,))
+
+
+HOLDER = textwrap.dedent('''
+    import sys
+    import time
+    from pathlib import Path
+
+    from vision_nodes.artifacts.cache import EngineCache
+
+    root, ready = sys.argv[1], Path(sys.argv[2])
+
+
+    def build(folder):
+        (folder / 'model.bin').write_bytes(b'half-written')
+        ready.write_text(str(folder))
+        time.sleep(600)  # an export that is still running (or hung)
+
+
+    EngineCache(root).get_or_build('m', 'onnx', {'k': 'live'}, build, files=('model.bin',))
+''')
+
+
+def test_stale_temporaries_are_removed_never_a_live_build(tmp_path: Path) -> None:
+    """A killed build's folder goes; a folder whose build holds its lock stays."""
+    root = tmp_path / 'cache'
+    script = tmp_path / 'holder.py'
+    script.write_text(HOLDER)
+    ready = tmp_path / 'ready'
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(
+        [str(REPO)] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p])}
+    proc = subprocess.Popen([sys.executable, str(script), str(root), str(ready)], env=env,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, 'the holder never started its build'
+            time.sleep(0.05)
+        live = Path(ready.read_text())
+        # A folder left by an earlier version's killed build (mkdtemp naming), no lock held.
+        old = root / f'.m-onnx-{"0" * 20}.k3x_9a7q'
+        old.mkdir()
+        (old / 'model.bin').write_bytes(b'stale')
+        cache = EngineCache(root)
+        build = CountingBuild()
+        cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
+        assert live.is_dir(), 'a live build lost its folder'
+        assert not old.exists()
+        assert cache.remove_stale_temporaries() == []
+        proc.send_signal(signal.SIGKILL)  # killed mid-export: its lock goes with it
+        proc.wait(30)
+        assert live.is_dir()  # left behind
+        assert cache.remove_stale_temporaries() == [live.name]
+        assert not live.exists()
+        assert cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,)).hit is True
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ----------------------------------------------------------------- through the ONNX runner
+class CorruptedAfterCheck(EngineCache):
+    """A cache whose artifact another process corrupts right after it was checked."""
+
+    def get_or_build(self, *args, **kwargs):
+        entry = super().get_or_build(*args, **kwargs)
+        onnx = entry.file('model.onnx')
+        _flip_in_place(onnx, onnx.stat().st_size // 2)
+        return entry
+
+
+def test_onnx_runner_never_runs_a_corrupted_cached_model(model_dir, engine_cache_dir, bus_bgr,
+                                                         tmp_path: Path) -> None:
+    """The issue's case: a cached .onnx corrupted in place, size and mtime kept, same process.
+
+    It used to be a cache hit and the node published 97 detections instead of 5. Now one
+    corrupted after the check is never loaded, and the next configure rebuilds it.
+    """
+    pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
+    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.pipeline import build_pipeline
+    from vision_nodes.runners.base import RunnerConfig
+    from vision_nodes.runners.registry import create_runner
+    from vision_nodes.tasks.detect import DetectionParams
+
+    manifest = resolve_manifest('yolov8n')
+    first = build_pipeline(manifest, 'onnx', model_dir=str(model_dir),
+                           cache_dir=engine_cache_dir)
+    expected = first.process(bus_bgr, 'bgr8', DetectionParams())
+    entry_dir = first.runner.model_path.parent
+    first.close()
+    cache = tmp_path / 'cache'
+    shutil.copytree(entry_dir, cache / entry_dir.name)  # keeps mtimes
+    hit = build_pipeline(manifest, 'onnx', model_dir=str(model_dir), cache_dir=cache)
+    assert hit.runner.cache_hit is True
+    hit.close()
+    config = RunnerConfig(manifest=manifest, weights=manifest.weights_path(str(model_dir)),
+                          backend='onnx', cache=CorruptedAfterCheck(cache))
+    with pytest.raises(CacheError, match='does not match the hash.*next configure rebuilds'):
+        create_runner(config)
+    rebuilt = build_pipeline(manifest, 'onnx', model_dir=str(model_dir), cache_dir=cache)
+    try:
+        assert rebuilt.runner.cache_hit is False
+        dets = rebuilt.process(bus_bgr, 'bgr8', DetectionParams())
+    finally:
+        rebuilt.close()
+    assert len(dets) == len(expected) == 5
+    np.testing.assert_allclose(dets.boxes, expected.boxes, atol=1e-3)

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import signal
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+import numpy as np
 import pytest
 import yaml
 
+from vision_nodes.limits import (MAX_INPUT_SIDE, MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES,
+                                 MAX_NAME_CHARS)
 from vision_nodes.manifest import (
     MODEL_DIR_ENV,
     ManifestError,
     load_manifest,
+    parse_manifest,
     resolve_manifest,
 )
 
@@ -287,3 +294,319 @@ def test_weights_path_absolute_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path / 'env'))
     assert m.weights_path() == absolute
     assert m.weights_path(tmp_path / 'arg') == absolute
+
+
+# ----------------------------------------------------------------- untrusted manifests
+def _one_bounded_line(error: BaseException, limit: int = 600) -> str:
+    message = str(error)
+    assert '\n' not in message and len(message) <= limit, message[:2000]
+    return message
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int) -> Iterator[None]:
+    """Fail (TimeoutError) instead of hanging when the block runs longer than ``seconds``."""
+    def expire(signum, frame):
+        raise TimeoutError(f'still running after {seconds} s')
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+ALIAS_BOMB = '\n'.join(
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    + [f'{chr(98 + i)}: &{chr(98 + i)} [' + ','.join([f'*{chr(97 + i)}'] * 9) + ']'
+       for i in range(8)]
+    + ['name: *i', 'task: detect', 'weights: w.pt', 'input_size: 640', 'backends: [onnx]'])
+
+
+def test_alias_bomb_is_refused_without_expanding(tmp_path: Path) -> None:
+    """A "billion laughs" manifest: refused at parse, in one short line, at once."""
+    path = tmp_path / 'bomb.yaml'
+    path.write_text(ALIAS_BOMB)
+    with time_limit(10), pytest.raises(ManifestError, match='anchors and aliases') as info:
+        load_manifest(path)
+    assert str(path) in _one_bounded_line(info.value)
+
+
+@pytest.mark.parametrize('text,match', [
+    ('name: &n tiny\nlabel: *n\n', 'anchors and aliases'),
+    ('[' * 100_000 + ']' * 100_000, 'nested deeper than'),
+    ('labels: [' + ', '.join(['a'] * 30_000) + ']\n', 'more than'),
+    ('name: !!python/object/apply:os.system ["touch /tmp/x"]\n', 'not valid YAML'),
+    ('name: ' + '9' * 5000 + '\n', 'not accepted as a manifest'),
+    ('name: tiny\nname: tiny\n\ttask: [\n', 'not valid YAML'),
+], ids=['alias', 'deep', 'many nodes', 'python tag', 'huge int', 'tab'])
+def test_hostile_yaml_is_one_line_error(tmp_path: Path, text: str, match: str) -> None:
+    path = tmp_path / 'hostile.yaml'
+    path.write_text(text)
+    with time_limit(10), pytest.raises(ManifestError, match=match) as info:
+        load_manifest(path)
+    assert str(path) in _one_bounded_line(info.value)
+
+
+def test_oversized_manifest_refused_before_reading(tmp_path: Path) -> None:
+    """The size is checked on the open file: a 4 GiB (sparse) file is never read."""
+    path = tmp_path / 'huge.yaml'
+    with open(path, 'wb') as fh:
+        fh.truncate(4 << 30)
+    with time_limit(5), pytest.raises(ManifestError, match=f'at most {MAX_MANIFEST_BYTES}'):
+        load_manifest(path)
+
+
+@pytest.mark.parametrize('kind', ['fifo', 'folder', 'device'])
+def test_manifest_must_be_a_regular_file(tmp_path: Path, kind: str) -> None:
+    """A fifo would block the read forever, /dev/zero would never end: both refused."""
+    path = tmp_path / 'special.yaml'
+    if kind == 'fifo':
+        os.mkfifo(path)
+    elif kind == 'folder':
+        path.mkdir()
+    else:
+        path.symlink_to('/dev/zero')
+    with time_limit(5), pytest.raises(ManifestError, match='regular file') as info:
+        resolve_manifest(str(path))
+    assert str(path) in _one_bounded_line(info.value)
+
+
+def test_non_utf8_manifest_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / 'latin1.yaml'
+    path.write_bytes(yaml.safe_dump(VALID).replace('tiny', 'caf\xe9').encode('latin-1'))
+    with pytest.raises(ManifestError, match=r'not UTF-8 text \(byte 0xe9 at offset') as info:
+        load_manifest(path)
+    assert str(path) in _one_bounded_line(info.value)
+
+
+def test_utf8_bom_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / 'bom.yaml'
+    path.write_bytes(b'\xef\xbb\xbf' + yaml.safe_dump(VALID).encode())
+    assert load_manifest(path).name == 'tiny'
+
+
+HUGE = 'x' * (50 << 20)
+
+
+@pytest.mark.parametrize('key,value,field', [
+    ('name', HUGE, '`name`'),
+    ('task', HUGE, '`task`'),
+    ('weights', HUGE, '`weights`'),
+    ('architecture', HUGE, '`architecture`'),
+    ('backends', ['onnx', HUGE], '`backends[1]`'),
+    ('labels', [HUGE], '`labels[0]`'),
+    ('input_size', [HUGE, 64], '`input_size[0]`'),
+    ('input_size', [list(range(1_000_000)), 64], '`input_size[0]`'),
+    ('rect', {HUGE: HUGE}, '`rect`'),
+], ids=['name', 'task', 'weights', 'architecture', 'backends', 'labels', 'input_size',
+        'input_size list', 'rect'])
+def test_huge_values_are_clipped_in_errors(key: str, value: Any, field: str) -> None:
+    """A 50 MB value gives a short message that still names the field."""
+    data = {**copy.deepcopy({k: v for k, v in VALID.items() if k != key}), key: value}
+    with time_limit(10), pytest.raises(ManifestError) as info:
+        parse_manifest(data, 'big.yaml')
+    assert field in _one_bounded_line(info.value)
+
+
+@pytest.mark.parametrize('name', ['a-b', '1model', 'has space', 'dot.name', 'ünï', 'x/y', '..',
+                                  'n' * (MAX_NAME_CHARS + 1), 'n' * 300, '_' * 65],
+                         ids=lambda name: name if len(name) < 20 else f'{len(name)} chars')
+def test_name_must_be_a_ros_name_token(name: str) -> None:
+    """Names become ROS namespaces and cache folder names: letters, digits, underscores."""
+    with pytest.raises(ManifestError, match='field `name`') as info:
+        parse_manifest({**VALID, 'name': name}, 'n.yaml')
+    _one_bounded_line(info.value)
+
+
+@pytest.mark.parametrize('name', ['tiny', 'yolov8n', 'yolov8n_int8', '_private', 'A1',
+                                  'n' * MAX_NAME_CHARS],
+                         ids=lambda name: name if len(name) < 20 else f'{len(name)} chars')
+def test_valid_names_are_valid_ros_namespaces(name: str) -> None:
+    assert parse_manifest({**VALID, 'name': name}, 'n.yaml').name == name
+    rclpy_names = pytest.importorskip('rclpy.validate_topic_name', reason='rclpy')
+    rclpy_names.validate_topic_name(f'{name}/detections')
+
+
+def test_shipped_manifests_are_valid() -> None:
+    """Every manifest in config/models loads and its name matches its file."""
+    shipped = sorted((REPO / 'config' / 'models').glob('*.yaml'))
+    assert shipped
+    for path in shipped:
+        assert load_manifest(path).name == path.stem
+
+
+NON_FINITE: list[tuple[str, Callable[[dict], None], str]] = [
+    ('scale inf', _set('preprocessing.scale', float('inf')), '`preprocessing.scale`'),
+    ('scale nan', _set('preprocessing.scale', float('nan')), '`preprocessing.scale`'),
+    ('scale 1e999 int', _set('preprocessing.scale', 10 ** 400), '`preprocessing.scale`'),
+    ('scale absurd', _set('preprocessing.scale', 1e30), '`preprocessing.scale`'),
+    ('mean nan', _set('preprocessing.mean', [float('nan'), 0, 0]), '`preprocessing.mean[0]`'),
+    ('mean -inf', _set('preprocessing.mean', [0, float('-inf'), 0]), '`preprocessing.mean[1]`'),
+    ('std inf', _set('preprocessing.std', [1, 1, float('inf')]), '`preprocessing.std[2]`'),
+    ('std negative', _set('preprocessing.std', [1, -1, 1]), '`preprocessing.std[1]`'),
+    ('std tiny', _set('preprocessing.std', [1, 1e-30, 1]), '`preprocessing.std`'),
+    ('confidence nan', _set('thresholds.confidence', float('nan')), '`thresholds.confidence`'),
+    ('iou inf', _set('thresholds.iou', float('inf')), '`thresholds.iou`'),
+    ('max_detections huge', _set('thresholds.max_detections', 10 ** 9),
+     '`thresholds.max_detections`'),
+    ('input_size 8192', _set('input_size', 8192), '`input_size[0]`'),
+    ('input_size 4096 square', _set('input_size', [4096, 4096]), '`input_size`'),
+    ('input_size huge int', _set('input_size', [10 ** 300, 64]), '`input_size[0]`'),
+    ('labels too many', _set('labels', ['c'] * (MAX_LABELS + 1)), '`labels`'),
+    ('label too long', _set('labels', ['a', 'b' * (MAX_LABEL_CHARS + 1)]), '`labels[1]`'),
+    ('weights NUL', _set('weights', 'a\0b.pt'), '`weights`'),
+    ('task a list', _set('task', ['detect']), '`task`'),
+    ('labels a dict', _set('labels', {'a': 1}), '`labels`'),
+]
+
+
+@pytest.mark.parametrize('mutate,field', [(m, f) for _, m, f in NON_FINITE],
+                         ids=[c[0] for c in NON_FINITE])
+def test_values_out_of_bounds_refused(mutate: Callable[[dict], None], field: str) -> None:
+    """Non-finite or absurd numbers and oversized lists are refused at load, by field."""
+    data = copy.deepcopy(VALID)
+    mutate(data)
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(data, 'bounds.yaml')
+    assert field in _one_bounded_line(info.value)
+
+
+def test_largest_accepted_values_load() -> None:
+    data = {**copy.deepcopy(VALID), 'input_size': [1024, MAX_INPUT_SIDE],
+            'labels': [f'c{i}' for i in range(MAX_LABELS)]}
+    m = parse_manifest(data, 'big.yaml')
+    assert m.input_size == (1024, MAX_INPUT_SIDE) and len(m.labels) == MAX_LABELS
+
+
+def test_keys_of_any_type_give_a_manifest_error(tmp_path: Path) -> None:
+    """Unknown keys that are numbers, null or mixed with strings: a field error, no TypeError."""
+    path = tmp_path / 'keys.yaml'
+    path.write_text(yaml.safe_dump(VALID) + '1: one\nnull: none\nzzz: 3\n')
+    with pytest.raises(ManifestError, match='field `1`: unknown key'):
+        load_manifest(path)
+
+
+# ----------------------------------------------------------------- the model against its manifest
+def _tiny_onnx(path: Path, *, input_shape=(1, 3, 64, 64), outputs: int = 7,
+               classifier: bool = False, names: list[str] | None = None,
+               dtype: int | None = None, extra_input: bool = False) -> Path:
+    """Write a real, tiny ONNX model: a strided convolution shaped like a detector head.
+
+    Its output is (1, ``outputs``, anchors), i.e. 4 box values + ``outputs - 4`` class scores
+    per anchor; ``classifier`` makes it (1, 3) instead.
+    """
+    onnx = pytest.importorskip('onnx', reason='onnx builds the test models')
+    from onnx import TensorProto, helper, numpy_helper
+
+    elem = TensorProto.FLOAT if dtype is None else dtype
+    inputs = [helper.make_tensor_value_info('images', elem, list(input_shape))]
+    if extra_input:
+        inputs.append(helper.make_tensor_value_info('scale', TensorProto.FLOAT, [1]))
+    channels = input_shape[1] if isinstance(input_shape[1], int) else 3
+    weight = numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((outputs, channels, 32, 32)).astype(
+            np.float16 if elem == TensorProto.FLOAT16 else np.float32), 'w')
+    if classifier:
+        nodes = [helper.make_node('GlobalAveragePool', ['images'], ['pooled']),
+                 helper.make_node('Flatten', ['pooled'], ['output0'])]
+        out = helper.make_tensor_value_info('output0', elem, ['batch', 'classes'])
+        initializers = []
+    else:
+        shape = numpy_helper.from_array(np.array([1, outputs, -1], np.int64), 'shape')
+        nodes = [helper.make_node('Conv', ['images', 'w'], ['conv'], strides=[32, 32]),
+                 helper.make_node('Reshape', ['conv', 'shape'], ['output0'])]
+        out = helper.make_tensor_value_info('output0', elem, ['batch', 'values', 'anchors'])
+        initializers = [weight, shape]
+    graph = helper.make_graph(nodes, 'tiny', inputs, [out], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)])
+    model.ir_version = 8
+    if names is not None:
+        entry = model.metadata_props.add()
+        entry.key, entry.value = 'names', repr(dict(enumerate(names)))
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def _pipeline(tmp_path: Path, weights: Path, **fields: Any):
+    pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
+    from vision_nodes.pipeline import build_pipeline
+
+    data = {'name': 'tiny', 'task': 'detect', 'weights': str(weights), 'input_size': 64,
+            'backends': ['onnx'], **fields}
+    return build_pipeline(parse_manifest(data, 'tiny.yaml'), 'onnx', cache_dir=tmp_path)
+
+
+def test_tiny_detector_model_runs(tmp_path: Path) -> None:
+    """The synthetic model the checks below use is accepted when it matches its manifest."""
+    from vision_nodes.tasks.detect import DetectionParams
+
+    pipeline = _pipeline(tmp_path, _tiny_onnx(tmp_path / 'ok.onnx'), labels=['a', 'b', 'c'])
+    try:
+        assert pipeline.runner.output_shapes == [(1, 7, 4)]
+        dets = pipeline.process(np.zeros((48, 80, 3), np.uint8), 'rgb8',
+                                DetectionParams(confidence=0.0))
+        assert set(dets.class_ids.tolist()) <= {0, 1, 2}
+    finally:
+        pipeline.close()
+
+
+@pytest.mark.parametrize('model,fields,error,match', [
+    (dict(), dict(labels=['a', 'b']), ManifestError,
+     r"field `labels`: the manifest lists 2 class names but the model scores 3 classes: "
+     r'list exactly 3 names in `labels`, or use `labels: from_weights`'),
+    (dict(names=['a', 'b', 'c', 'd']), dict(), ManifestError,
+     r"the model's own metadata lists 4 class names but the model scores 3 classes"),
+    (dict(classifier=True), dict(), ManifestError,
+     r'the model outputs 1x3, not a detector output \(1, 4 \+ classes, anchors\)'),
+    (dict(input_shape=(1, 3, 32, 32)), dict(), 'RunnerError',
+     r'takes input 1x3x32x32 but the manifest says `input_size: \[64, 64\]`: set '
+     r'`input_size: \[32, 32\]`'),
+    (dict(input_shape=(1, 3, 'h', 96)), dict(), 'RunnerError',
+     r'set `input_size: \[64, 96\]`'),
+    (dict(input_shape=(1, 1, 64, 64)), dict(), 'RunnerError', r'one 3-channel image'),
+    (dict(input_shape=(4, 3, 64, 64)), dict(), 'RunnerError', r'one 3-channel image'),
+    (dict(input_shape=(3, 64, 64), classifier=True), dict(), 'RunnerError',
+     r'takes a 3-D input'),
+    (dict(extra_input=True), dict(), 'RunnerError', r'takes inputs \(images tensor\(float\), '
+                                                    r'scale tensor\(float\)\)'),
+    (dict(dtype=10), dict(), 'RunnerError', r'one float32 image tensor'),
+], ids=['manifest labels', 'metadata labels', 'classifier', 'input size', 'input width',
+        'one channel', 'batch of 4', 'rank 3', 'two inputs', 'float16 input'])
+def test_model_that_does_not_fit_its_manifest_fails_configure(tmp_path: Path, model: dict,
+                                                              fields: dict, error,
+                                                              match: str) -> None:
+    """Caught at configure in one line naming the field and the fix, never per frame."""
+    from vision_nodes.runners.base import RunnerError
+
+    error = RunnerError if error == 'RunnerError' else error
+    weights = _tiny_onnx(tmp_path / 'model.onnx', **model)
+    with pytest.raises(error, match=match) as info:
+        _pipeline(tmp_path, weights, **fields)
+    _one_bounded_line(info.value)
+
+
+def test_free_input_dimensions_take_the_manifest_size(tmp_path: Path) -> None:
+    weights = _tiny_onnx(tmp_path / 'dynamic.onnx', input_shape=('n', 3, 'h', 'w'))
+    pipeline = _pipeline(tmp_path, weights, input_size=[96, 128])
+    try:
+        assert pipeline.runner.model_input_shape() == (None, 3, None, None)
+        assert pipeline.runner.output_shapes == [(1, 7, 12)]
+    finally:
+        pipeline.close()
+
+
+def test_readme_lists_every_bound_with_its_value() -> None:
+    """Each constant of vision_nodes.limits has a row in the README naming it and its value."""
+    from vision_nodes import limits
+
+    rows = [line for line in (REPO / 'README.md').read_text().splitlines()
+            if line.startswith('| ') and '`MAX_' in line]
+    constants = {name: value for name, value in vars(limits).items() if name.startswith('MAX_')}
+    assert constants
+    for name, value in constants.items():
+        shown = f'{value:g}' if isinstance(value, float) else str(value)
+        assert any(f'`{name}`' in row and shown in row for row in rows), (name, shown)

@@ -3,17 +3,30 @@
 A manifest names the model, its task, where its weights are, its input size and preprocessing,
 its labels, the backends it supports and its default thresholds (detection) or what its output
 means (depth). Every problem found while loading raises :class:`ManifestError` naming the file
-and the field.
+and the field, in one bounded line.
+
+Manifests are untrusted input: the file is size-checked before it is read, its YAML parsed
+with a safe loader that refuses anchors and aliases and bounds nesting and node count, every
+number must be finite and within :mod:`vision_nodes.limits`, and every value quoted back in an
+error is clipped.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from .limits import (MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL_CHARS,
+                     MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_MANIFEST_NODES,
+                     MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_PREPROCESSING_MAGNITUDE)
+from .text import clip, show
 
 #: Every backend name a manifest may list (``auto`` is a node parameter value, not a backend).
 KNOWN_BACKENDS = ('cpu', 'cuda', 'rocm', 'onnx', 'tensorrt', 'openvino')
@@ -29,6 +42,9 @@ DEFAULT_STRIDES = {'ultralytics': 32, 'onnx': 32, 'transformers': 14}
 
 #: Environment variable consulted when the ``model_dir`` parameter is empty.
 MODEL_DIR_ENV = 'VISION_NODES_MODEL_DIR'
+
+#: PyYAML's safe loader, in C where libyaml is available (a manifest may be 1 MiB).
+_Loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 
 
 class ManifestError(ValueError):
@@ -109,38 +125,56 @@ class ModelManifest:
         return Path(os.path.expanduser(str(base))) / path
 
 
-_TOP_KEYS = {'name', 'task', 'weights', 'architecture', 'input_size', 'backends',
-             'preprocessing', 'labels', 'thresholds', 'rect', 'depth', 'stride'}
+_TOP_KEYS = ('name', 'task', 'weights', 'architecture', 'input_size', 'backends',
+             'preprocessing', 'labels', 'thresholds', 'rect', 'depth', 'stride')
 _REQUIRED = ('name', 'task', 'weights', 'input_size', 'backends')
+#: A model name: a ROS 2 name token (it becomes a namespace and part of cache folder names).
+_NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
 
 
 def _fail(source: str, field_name: str, problem: str) -> ManifestError:
-    return ManifestError(f'{source}: field `{field_name}`: {problem}')
+    return ManifestError(f'{clip(source)}: field `{clip(field_name, 80)}`: {problem}')
 
 
-def _check_keys(source: str, prefix: str, data: dict, allowed: set[str]) -> None:
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        where = f'{prefix}.{unknown[0]}' if prefix else unknown[0]
-        raise _fail(source, where,
-                    f"unknown key (allowed here: {', '.join(sorted(allowed))})")
+def _check_keys(source: str, prefix: str, data: dict, allowed: tuple[str, ...]) -> None:
+    for key in data:  # the first unknown key in file order (keys may be of any YAML type)
+        if key not in allowed:
+            where = f'{prefix}.{clip(key, 60)}' if prefix else clip(key, 60)
+            raise _fail(source, where,
+                        f"unknown key (allowed here: {', '.join(sorted(allowed))})")
 
 
 def _expect(source: str, name: str, value: Any, types: type | tuple[type, ...],
             what: str) -> Any:
     # bool is an int subclass: refuse it where a number is wanted.
     if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        raise _fail(source, name, f'expected {what}, got {value!r}')
+        raise _fail(source, name, f'expected {what}, got {show(value)}')
     if not isinstance(value, types):
-        raise _fail(source, name, f'expected {what}, got {type(value).__name__} {value!r}')
+        raise _fail(source, name, f'expected {what}, got {type(value).__name__} {show(value)}')
     return value
 
 
-def _number_triple(source: str, name: str, value: Any) -> tuple[float, float, float]:
+def _number(source: str, name: str, value: Any, low: float, high: float,
+            what: str = 'a number') -> float:
+    """Return a finite int or float within [low, high] as float (inf, nan, 1e999 refused)."""
+    _expect(source, name, value, (int, float), what)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise _fail(source, name, f'{show(value)} is not a finite number')
+    if not low <= number <= high:
+        raise _fail(source, name, f'{show(value)} is outside {low:g}..{high:g}')
+    return number
+
+
+def _number_triple(source: str, name: str, value: Any, low: float, high: float
+                   ) -> tuple[float, float, float]:
     _expect(source, name, value, list, 'a list of 3 numbers')
     if len(value) != 3:
         raise _fail(source, name, f'expected 3 numbers, got {len(value)}')
-    return tuple(float(_expect(source, f'{name}[{i}]', v, (int, float), 'a number'))
+    return tuple(_number(source, f'{name}[{i}]', v, low, high)  # type: ignore[return-value]
                  for i, v in enumerate(value))
 
 
@@ -148,8 +182,8 @@ def _parse_preprocessing(source: str, data: Any) -> Preprocessing:
     if data is None:
         return Preprocessing()
     _expect(source, 'preprocessing', data, dict, 'a mapping')
-    allowed = {'letterbox', 'pad_value', 'color_order', 'scale', 'mean', 'std',
-               'interpolation'}
+    allowed = ('letterbox', 'pad_value', 'color_order', 'scale', 'mean', 'std',
+               'interpolation')
     _check_keys(source, 'preprocessing', data, allowed)
     kwargs: dict[str, Any] = {}
     if 'letterbox' in data:
@@ -159,31 +193,34 @@ def _parse_preprocessing(source: str, data: Any) -> Preprocessing:
         pad = _expect(source, 'preprocessing.pad_value', data['pad_value'], int,
                       'an integer 0..255')
         if not 0 <= pad <= 255:
-            raise _fail(source, 'preprocessing.pad_value', f'{pad} is outside 0..255')
+            raise _fail(source, 'preprocessing.pad_value', f'{show(pad)} is outside 0..255')
         kwargs['pad_value'] = pad
     if 'color_order' in data:
         order = data['color_order']
-        if order not in COLOR_ORDERS:
+        if not isinstance(order, str) or order not in COLOR_ORDERS:
             raise _fail(source, 'preprocessing.color_order',
-                        f"{order!r} is not one of {', '.join(COLOR_ORDERS)}")
+                        f"{show(order)} is not one of {', '.join(COLOR_ORDERS)}")
         kwargs['color_order'] = order
     if 'interpolation' in data:
         value = data['interpolation']
-        if value not in INTERPOLATIONS:
+        if not isinstance(value, str) or value not in INTERPOLATIONS:
             raise _fail(source, 'preprocessing.interpolation',
-                        f"{value!r} is not one of {', '.join(INTERPOLATIONS)}")
+                        f"{show(value)} is not one of {', '.join(INTERPOLATIONS)}")
         kwargs['interpolation'] = value
+    bound = MAX_PREPROCESSING_MAGNITUDE
     if 'scale' in data:
-        scale = float(_expect(source, 'preprocessing.scale', data['scale'], (int, float),
-                              'a number'))
+        scale = _number(source, 'preprocessing.scale', data['scale'], 0.0, bound)
         if scale <= 0:
-            raise _fail(source, 'preprocessing.scale', f'{scale} must be > 0')
+            raise _fail(source, 'preprocessing.scale', f'{scale:g} must be > 0')
         kwargs['scale'] = scale
-    for key in ('mean', 'std'):
-        if key in data:
-            kwargs[key] = _number_triple(source, f'preprocessing.{key}', data[key])
-    if 'std' in kwargs and any(v == 0 for v in kwargs['std']):
-        raise _fail(source, 'preprocessing.std', 'values must be non-zero')
+    if 'mean' in data:
+        kwargs['mean'] = _number_triple(source, 'preprocessing.mean', data['mean'],
+                                        -bound, bound)
+    if 'std' in data:
+        std = _number_triple(source, 'preprocessing.std', data['std'], 0.0, bound)
+        if any(v < 1e-6 for v in std):
+            raise _fail(source, 'preprocessing.std', 'values must be >= 1e-6 (they divide)')
+        kwargs['std'] = std
     return Preprocessing(**kwargs)
 
 
@@ -191,20 +228,18 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
     if data is None:
         return Thresholds()
     _expect(source, 'thresholds', data, dict, 'a mapping')
-    _check_keys(source, 'thresholds', data, {'confidence', 'iou', 'max_detections'})
+    _check_keys(source, 'thresholds', data, ('confidence', 'iou', 'max_detections'))
     kwargs: dict[str, Any] = {}
     for key in ('confidence', 'iou'):
         if key in data:
-            value = float(_expect(source, f'thresholds.{key}', data[key], (int, float),
-                                  'a number in 0..1'))
-            if not 0.0 <= value <= 1.0:
-                raise _fail(source, f'thresholds.{key}', f'{value} is outside 0..1')
-            kwargs[key] = value
+            kwargs[key] = _number(source, f'thresholds.{key}', data[key], 0.0, 1.0,
+                                  'a number in 0..1')
     if 'max_detections' in data:
         value = _expect(source, 'thresholds.max_detections', data['max_detections'], int,
                         'a positive integer')
-        if value < 1:
-            raise _fail(source, 'thresholds.max_detections', f'{value} must be >= 1')
+        if not 1 <= value <= MAX_DETECTIONS:
+            raise _fail(source, 'thresholds.max_detections',
+                        f'{show(value)} is outside 1..{MAX_DETECTIONS}')
         kwargs['max_detections'] = value
     return Thresholds(**kwargs)
 
@@ -218,14 +253,14 @@ def _parse_depth(source: str, task: str, data: Any) -> DepthSpec | None:
         raise _fail(source, 'depth', 'missing (required for task depth): give at least '
                     '`kind: metric` or `kind: relative`')
     _expect(source, 'depth', data, dict, 'a mapping')
-    _check_keys(source, 'depth', data, {'kind', 'output', 'max_depth'})
+    _check_keys(source, 'depth', data, ('kind', 'output', 'max_depth'))
     kind = data.get('kind')
-    if kind not in DEPTH_KINDS:
-        raise _fail(source, 'depth.kind', f"{kind!r} is not one of {', '.join(DEPTH_KINDS)}")
+    if not isinstance(kind, str) or kind not in DEPTH_KINDS:
+        raise _fail(source, 'depth.kind', f"{show(kind)} is not one of {', '.join(DEPTH_KINDS)}")
     output = data.get('output', 'depth' if kind == 'metric' else 'disparity')
-    if output not in DEPTH_OUTPUTS:
+    if not isinstance(output, str) or output not in DEPTH_OUTPUTS:
         raise _fail(source, 'depth.output',
-                    f"{output!r} is not one of {', '.join(DEPTH_OUTPUTS)}")
+                    f"{show(output)} is not one of {', '.join(DEPTH_OUTPUTS)}")
     if kind == 'metric' and output != 'depth':
         raise _fail(source, 'depth.output', 'a metric model must output depth in metres '
                     '(disparity in pixels would need the stereo baseline and focal length)')
@@ -233,103 +268,207 @@ def _parse_depth(source: str, task: str, data: Any) -> DepthSpec | None:
     if max_depth is not None:
         if kind != 'metric':
             raise _fail(source, 'depth.max_depth', 'applies to metric models only')
-        max_depth = float(_expect(source, 'depth.max_depth', max_depth, (int, float),
-                                  'a number of metres'))
-        if not 0 < max_depth < float('inf'):
-            raise _fail(source, 'depth.max_depth', f'{max_depth} must be a positive number')
+        max_depth = _number(source, 'depth.max_depth', max_depth, -math.inf, math.inf,
+                            'a number of metres')
+        if not 0 < max_depth <= 1e6:
+            raise _fail(source, 'depth.max_depth', f'{show(max_depth)} must be a positive '
+                        'number of metres (at most 1e6)')
     return DepthSpec(kind=kind, output=output, max_depth=max_depth)
+
+
+def _parse_name(source: str, value: Any) -> str:
+    name = _expect(source, 'name', value, str, 'a string')
+    if not name.strip():
+        raise _fail(source, 'name', 'must not be empty')
+    if len(name) > MAX_NAME_CHARS:
+        raise _fail(source, 'name', f'{show(name, 40)} is {len(name)} characters long; '
+                    f'use at most {MAX_NAME_CHARS}')
+    if not _NAME.fullmatch(name):
+        raise _fail(source, 'name', f'{show(name)} is not a ROS name token: use letters, '
+                    'digits and underscores, not starting with a digit (e.g. yolov8n_int8)')
+    return name
+
+
+def _parse_input_size(source: str, value: Any, stride: int = 32,
+                      default_note: str = '') -> tuple[int, int]:
+    size = [value, value] if isinstance(value, int) and not isinstance(value, bool) else value
+    _expect(source, 'input_size', size, list, 'an integer or [height, width]')
+    if len(size) != 2:
+        raise _fail(source, 'input_size', f'expected [height, width], got {show(size)}')
+    for i, v in enumerate(size):
+        _expect(source, f'input_size[{i}]', v, int, 'a positive integer')
+        if v < stride or v % stride:
+            raise _fail(source, f'input_size[{i}]',
+                        f'{show(v)} must be a multiple of {stride}, >= {stride}{default_note}')
+        if v > MAX_INPUT_SIDE:
+            raise _fail(source, f'input_size[{i}]',
+                        f'{show(v)} is larger than {MAX_INPUT_SIDE}, the largest side accepted')
+    if size[0] * size[1] > MAX_INPUT_PIXELS:
+        raise _fail(source, 'input_size', f'{size[0]} x {size[1]} is more than the '
+                    f'{MAX_INPUT_PIXELS} pixels accepted (e.g. 2048 x 2048)')
+    return int(size[0]), int(size[1])
+
+
+def _parse_labels(source: str, value: Any) -> tuple[str, ...] | None:
+    if isinstance(value, str) and value == 'from_weights':
+        return None
+    _expect(source, 'labels', value, list, "a list of names or 'from_weights'")
+    if len(value) > MAX_LABELS:
+        raise _fail(source, 'labels', f'{len(value)} names; at most {MAX_LABELS} are accepted')
+    for i, v in enumerate(value):
+        _expect(source, f'labels[{i}]', v, str, 'a string')
+        if len(v) > MAX_LABEL_CHARS:
+            raise _fail(source, f'labels[{i}]', f'{show(v, 40)} is {len(v)} characters long; '
+                        f'use at most {MAX_LABEL_CHARS}')
+    return tuple(value)
 
 
 def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = None
                    ) -> ModelManifest:
     """Validate a manifest already parsed from YAML and build a :class:`ModelManifest`."""
     if not isinstance(data, dict):
-        raise ManifestError(f'{source}: expected a mapping at the top level, '
+        raise ManifestError(f'{clip(source)}: expected a mapping at the top level, '
                             f'got {type(data).__name__}')
     _check_keys(source, '', data, _TOP_KEYS)
     for key in _REQUIRED:
         if key not in data or data[key] is None:
             raise _fail(source, key, 'missing (required)')
 
-    name = _expect(source, 'name', data['name'], str, 'a string')
-    if not name.strip():
-        raise _fail(source, 'name', 'must not be empty')
+    name = _parse_name(source, data['name'])
     task = data['task']
-    if task not in KNOWN_TASKS:
-        raise _fail(source, 'task', f"{task!r} is not one of {', '.join(KNOWN_TASKS)}")
+    if not isinstance(task, str) or task not in KNOWN_TASKS:
+        raise _fail(source, 'task', f"{show(task)} is not one of {', '.join(KNOWN_TASKS)}")
     weights = _expect(source, 'weights', data['weights'], str, 'a path string')
     if not weights.strip():
         raise _fail(source, 'weights', 'must not be empty')
+    if len(weights) > MAX_PATH_CHARS or '\0' in weights:
+        raise _fail(source, 'weights', f'{show(weights, 40)} is not a usable path (at most '
+                    f'{MAX_PATH_CHARS} characters, no NUL)')
 
     architecture = data.get('architecture')
     if architecture is None:
         architecture = 'onnx' if weights.endswith('.onnx') else 'ultralytics'
-    if architecture not in KNOWN_ARCHITECTURES:
+    if not isinstance(architecture, str) or architecture not in KNOWN_ARCHITECTURES:
         raise _fail(source, 'architecture',
-                    f"{architecture!r} is not one of {', '.join(KNOWN_ARCHITECTURES)}")
+                    f"{show(architecture)} is not one of {', '.join(KNOWN_ARCHITECTURES)}")
 
     stride = data.get('stride', DEFAULT_STRIDES[architecture])
     _expect(source, 'stride', stride, int, 'a positive integer')
     if not 1 <= stride <= 1024:
-        raise _fail(source, 'stride', f'{stride} is outside 1..1024')
-    size = data['input_size']
-    if isinstance(size, int) and not isinstance(size, bool):
-        size = [size, size]
-    _expect(source, 'input_size', size, list, 'an integer or [height, width]')
-    if len(size) != 2:
-        raise _fail(source, 'input_size', f'expected [height, width], got {size!r}')
-    for i, v in enumerate(size):
-        _expect(source, f'input_size[{i}]', v, int, 'a positive integer')
-        if v < stride or v % stride:
-            raise _fail(source, f'input_size[{i}]',
-                        f'{v} must be a multiple of {stride}, >= {stride}'
-                        + ('' if 'stride' in data else f' (the default stride of '
-                           f"architecture '{architecture}'; set `stride` for another)"))
+        raise _fail(source, 'stride', f'{show(stride)} is outside 1..1024')
+    note = '' if 'stride' in data else (f" (the default stride of architecture "
+                                        f"'{architecture}'; set `stride` for another)")
+    size = _parse_input_size(source, data['input_size'], stride, note)
 
     backends = _expect(source, 'backends', data['backends'], list, 'a list of backend names')
     if not backends:
         raise _fail(source, 'backends', 'must name at least one backend')
     for i, b in enumerate(backends):
-        if b not in KNOWN_BACKENDS:
+        if not isinstance(b, str) or b not in KNOWN_BACKENDS:
             raise _fail(source, f'backends[{i}]',
-                        f"unknown backend {b!r} (known: {', '.join(KNOWN_BACKENDS)})")
+                        f"unknown backend {show(b)} (known: {', '.join(KNOWN_BACKENDS)})")
     if architecture == 'onnx':
         torch_only = [b for b in backends if b in ('cpu', 'cuda', 'rocm')]
         if torch_only:
             raise _fail(source, 'backends',
-                        f"{', '.join(torch_only)} need PyTorch weights; an .onnx model "
-                        'supports onnx, tensorrt and openvino')
-
-    labels = data.get('labels', 'from_weights')
-    if labels == 'from_weights':
-        labels_t = None
-    else:
-        _expect(source, 'labels', labels, list, "a list of names or 'from_weights'")
-        for i, v in enumerate(labels):
-            _expect(source, f'labels[{i}]', v, str, 'a string')
-        labels_t = tuple(labels)
+                        f"{', '.join(dict.fromkeys(torch_only))} need PyTorch weights; an "
+                        '.onnx model supports onnx, tensorrt and openvino')
 
     return ModelManifest(
         name=name, task=task, weights=weights, architecture=architecture,
-        input_size=(int(size[0]), int(size[1])), backends=tuple(dict.fromkeys(backends)),
+        input_size=size, backends=tuple(dict.fromkeys(backends)),
         preprocessing=_parse_preprocessing(source, data.get('preprocessing')),
-        labels=labels_t,
+        labels=_parse_labels(source, data.get('labels', 'from_weights')),
         thresholds=_parse_thresholds(source, data.get('thresholds')),
         rect=_expect(source, 'rect', data.get('rect', True), bool, 'true or false'),
         source=path, depth=_parse_depth(source, task, data.get('depth')), stride=stride)
 
 
+def _read_manifest_bytes(path: Path) -> bytes:
+    """Read a manifest file, refusing anything but a regular file of bounded size.
+
+    The size is checked on the open file before reading (a FIFO, a device or a 10 GB file
+    never gets read), and the read itself is bounded in case the file grows meanwhile.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0))
+    except OSError as exc:
+        raise ManifestError(f'{clip(path)}: cannot read manifest: '
+                            f'{clip(exc.strerror or exc)}') from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ManifestError(f'{clip(path)}: a manifest must be a regular file')
+        if info.st_size > MAX_MANIFEST_BYTES:
+            raise ManifestError(f'{clip(path)}: the manifest is {info.st_size} bytes; at most '
+                                f'{MAX_MANIFEST_BYTES} are accepted')
+        with os.fdopen(os.dup(fd), 'rb') as fh:
+            data = fh.read(MAX_MANIFEST_BYTES + 1)
+    except OSError as exc:
+        raise ManifestError(f'{clip(path)}: cannot read manifest: '
+                            f'{clip(exc.strerror or exc)}') from exc
+    finally:
+        os.close(fd)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(f'{clip(path)}: the manifest grew past {MAX_MANIFEST_BYTES} bytes '
+                            'while being read')
+    return data
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """One line describing a YAML error: what and where (PyYAML's own text spans lines)."""
+    problem = getattr(exc, 'problem', None)
+    mark = getattr(exc, 'problem_mark', None)
+    if problem and mark is not None:
+        context = getattr(exc, 'context', None)
+        text = f'{context}, {problem}' if context else problem
+        return f'{clip(text, 120)} (line {mark.line + 1}, column {mark.column + 1})'
+    return clip(exc, 160)
+
+
+def _check_yaml_shape(text: str) -> None:
+    """Refuse anchors, aliases, deep nesting and too many nodes before building any object.
+
+    Runs over the parser's event stream, which is produced without recursion and without
+    expanding aliases, so a "billion laughs" document or a 100 000-deep list costs one pass
+    over its bytes.
+    """
+    depth = nodes = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, 'anchor', None) is not None:
+            mark = event.start_mark
+            raise ValueError(f'YAML anchors and aliases (&name, *name) are not accepted in a '
+                             f'manifest: write the value out (line {mark.line + 1})')
+        if isinstance(event, yaml.NodeEvent):
+            nodes += 1
+            if nodes > MAX_MANIFEST_NODES:
+                raise ValueError(f'more than {MAX_MANIFEST_NODES} YAML values')
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_MANIFEST_DEPTH:
+                mark = event.start_mark
+                raise ValueError(f'nested deeper than {MAX_MANIFEST_DEPTH} levels '
+                                 f'(line {mark.line + 1})')
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def load_manifest(path: str | os.PathLike) -> ModelManifest:
     """Read and validate one manifest file."""
     path = Path(path)
+    raw = _read_manifest_bytes(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ManifestError(f'{path}: cannot read manifest: {exc.strerror or exc}') from exc
+        text = raw.decode('utf-8-sig')
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f'{clip(path)}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at '
+                            f'offset {exc.start}): save the manifest as UTF-8') from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ManifestError(f'{path}: not valid YAML: {exc}') from exc
+        _check_yaml_shape(text)
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader (C or Python)
+    except ValueError as exc:  # our shape checks, and ints past Python's digit limit
+        raise ManifestError(f'{clip(path)}: not accepted as a manifest: {clip(exc)}') from None
+    except (yaml.YAMLError, RecursionError, TypeError) as exc:
+        raise ManifestError(f'{clip(path)}: not valid YAML: {_yaml_problem(exc)}') from None
     return parse_manifest(data, str(path), path.resolve())
 
 
@@ -361,21 +500,32 @@ def available_manifests(search_dirs: list[Path] | None = None) -> list[str]:
     return sorted(names)
 
 
+def _exists(path: Path) -> bool:
+    """Whether anything is at ``path`` (a name too long for the file system is nothing)."""
+    try:
+        os.stat(path)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def resolve_manifest(model: str, search_dirs: list[Path] | None = None) -> ModelManifest:
     """Load a manifest given a path to a file or the name of one under ``config/models``."""
     if not model:
         raise ManifestError('parameter `model` is empty: give a manifest name or a path')
+    if '\0' in model:
+        raise ManifestError(f'parameter `model` {show(model)} holds a NUL character')
     candidate = Path(os.path.expanduser(model))
     if candidate.suffix in ('.yaml', '.yml') or os.sep in model:
-        if not candidate.is_file():
-            raise ManifestError(f'{candidate}: manifest file not found')
+        if not _exists(candidate):
+            raise ManifestError(f'{clip(candidate)}: manifest file not found')
         return load_manifest(candidate)
     dirs = search_dirs or default_manifest_dirs()
     for folder in dirs:
         path = folder / f'{model}.yaml'
-        if path.is_file():
+        if _exists(path):
             return load_manifest(path)
     names = available_manifests(dirs)
     raise ManifestError(
-        f"no manifest named '{model}' (available: {', '.join(names) or 'none'}; "
-        f"searched {', '.join(str(d) for d in dirs)})")
+        f"no manifest named {show(model)} (available: {clip(', '.join(names) or 'none')}; "
+        f"searched {clip(', '.join(str(d) for d in dirs))})")

@@ -99,6 +99,13 @@ def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: st
 
 def _model(manifest: ModelManifest, runner: Runner, task: Task) -> ModelPipeline:
     labels = list(manifest.labels) if manifest.labels else list(runner.labels or [])
+    check = getattr(task, 'check_model', None)  # the model's outputs fit the task and labels
+    if check is not None:
+        try:
+            check(runner.output_shapes, labels)
+        except BaseException:
+            runner.unload()
+            raise
     return ModelPipeline(manifest, runner, task, labels)
 
 

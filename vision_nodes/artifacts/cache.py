@@ -7,6 +7,13 @@ opset, exporter versions, target device. Entries are built in a temporary folder
 with one atomic ``rename``; a per-key file lock makes concurrent processes build an entry once.
 An entry whose files do not match ``entry.json`` (truncated, edited, half-deleted) is treated
 as a miss, moved aside and rebuilt.
+
+The cache is untrusted input: nothing read from it is believed without checking. Hashes are
+computed from the content every time (never memoised on path, size or modification time,
+which an in-place edit can keep); an entry may only list plain regular files inside its own
+folder, opened without following links and size-checked before they are read; and runners
+load the bytes :meth:`CacheEntry.read_verified` checked, never the path again. Temporary
+folders left by a process killed mid-build are removed once no process holds their key's lock.
 """
 
 from __future__ import annotations
@@ -17,19 +24,31 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
-import tempfile
+import stat
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..limits import MAX_CACHE_FILE_BYTES, MAX_ENTRY_FILES, MAX_ENTRY_JSON_BYTES
+from ..text import clip, show
+
 ENTRY_FILE = 'entry.json'
 #: Bump when the entry layout changes; it is part of every key.
 CACHE_FORMAT = 1
 
-_HASH_MEMO: dict[tuple[str, int, int], str] = {}
+#: A file an entry may list: a plain name inside the entry (no separator, not '.' or '..').
+_MEMBER = re.compile(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}')
+#: Temporary folders next to the entries: ``.<entry>.build-<hex>`` while an entry is built
+#: (``.<entry>.<8 chars>`` from earlier versions) and ``.<entry>.corrupt-<hex>`` while a
+#: corrupt one is deleted. Entry names end in their 20-hex-digit key.
+_TEMP = re.compile(r'\.(?P<entry>.+-[0-9a-f]{20})\.(?:[a-z0-9_]{8}|(?:build|corrupt)-[0-9a-f]{8})')
+_O_CLOEXEC = getattr(os, 'O_CLOEXEC', 0)
+_O_NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
+_CHUNK = 1 << 20
 
 
 class CacheError(RuntimeError):
@@ -37,19 +56,27 @@ class CacheError(RuntimeError):
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's content, memoised on (path, size, mtime)."""
-    path = Path(path)
-    st = path.stat()
-    memo_key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    cached = _HASH_MEMO.get(memo_key)
-    if cached:
-        return cached
+    """SHA-256 of a regular file's content, read now (never memoised: edits may keep mtime)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, 'not a regular file', str(path))
+        return _hash_fd(fd, None)[0]
+    finally:
+        os.close(fd)
+
+
+def _hash_fd(fd: int, limit: int | None) -> tuple[str, int]:
+    """Hash what ``fd`` holds from its current offset; stop after ``limit`` + 1 bytes."""
     digest = hashlib.sha256()
-    with path.open('rb') as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b''):
-            digest.update(chunk)
-    _HASH_MEMO[memo_key] = digest.hexdigest()
-    return _HASH_MEMO[memo_key]
+    total = 0
+    while limit is None or total <= limit:
+        chunk = os.read(fd, _CHUNK if limit is None else min(_CHUNK, limit + 1 - total))
+        if not chunk:
+            break
+        digest.update(chunk)
+        total += len(chunk)
+    return digest.hexdigest(), total
 
 
 def cache_key(fields: dict[str, Any]) -> str:
@@ -57,6 +84,68 @@ def cache_key(fields: dict[str, Any]) -> str:
     blob = json.dumps({'cache_format': CACHE_FORMAT, **fields}, sort_keys=True,
                       separators=(',', ':'), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def _open_dir(path: Path) -> int:
+    """Open an entry folder itself (not a link to one elsewhere)."""
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC)
+
+
+def _open_member(dir_fd: int, name: str, max_bytes: int) -> tuple[int, int]:
+    """Open ``name`` inside the folder ``dir_fd``: a regular file, not a link; (fd, size).
+
+    ``O_NONBLOCK`` keeps a FIFO from blocking the open; the checks run on the open file, so
+    what is checked is what is then read.
+    """
+    if not isinstance(name, str) or not _MEMBER.fullmatch(name):
+        raise CacheError(f'{show(name)} is not a plain file name inside the entry')
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC,
+                     dir_fd=dir_fd)
+    except OSError as exc:
+        reason = 'is a symbolic link' if exc.errno == errno.ELOOP else \
+            f'cannot be opened ({clip(exc.strerror or exc)})'
+        raise CacheError(f'{name} {reason}') from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise CacheError(f'{name} is not a regular file')
+    if info.st_size > max_bytes:
+        os.close(fd)
+        raise CacheError(f'{name} is {info.st_size} bytes, more than the {max_bytes} accepted')
+    return fd, info.st_size
+
+
+def _read_member(dir_fd: int, name: str, max_bytes: int) -> bytes:
+    fd, size = _open_member(dir_fd, name, max_bytes)
+    with os.fdopen(fd, 'rb') as fh:
+        data = fh.read(size + 1)  # one more byte shows a file that grew since fstat
+    if len(data) != size:
+        raise CacheError(f'{name} changed size while being read')
+    return data
+
+
+def _recorded_files(dir_fd: int) -> dict[str, tuple[int, str]]:
+    """Parse and check ``entry.json``: name -> (size, sha256) of every file it lists."""
+    try:
+        meta = json.loads(_read_member(dir_fd, ENTRY_FILE, MAX_ENTRY_JSON_BYTES))
+    except (ValueError, RecursionError) as exc:
+        raise CacheError(f'{ENTRY_FILE} is not valid JSON ({clip(exc, 80)})') from None
+    files = meta.get('files') if isinstance(meta, dict) else None
+    if not isinstance(files, dict) or len(files) > MAX_ENTRY_FILES:
+        raise CacheError(f'{ENTRY_FILE} has no valid `files` table')
+    recorded = {}
+    for name, info in files.items():
+        if not _MEMBER.fullmatch(name):
+            raise CacheError(f'{ENTRY_FILE} lists {show(name)}, which is not a plain file '
+                             'name inside the entry')
+        size = info.get('size') if isinstance(info, dict) else None
+        digest = info.get('sha256') if isinstance(info, dict) else None
+        if type(size) is not int or not 0 <= size <= MAX_CACHE_FILE_BYTES or \
+                not isinstance(digest, str) or not re.fullmatch(r'[0-9a-f]{64}', digest):
+            raise CacheError(f'{ENTRY_FILE} records no valid size and sha256 for {name}')
+        recorded[name] = (size, digest)
+    return recorded
 
 
 @dataclass(frozen=True)
@@ -68,22 +157,37 @@ class CacheEntry:
     hit: bool  # True when it already existed, False when it was built by this call
 
     def file(self, name: str) -> Path:
-        """Path of one file inside the entry."""
+        """Path of one file inside the entry (for messages; load with :meth:`read_verified`)."""
         return self.path / name
 
     def read_verified(self, name: str) -> bytes:
         """Return the content of one file of the entry, checked against its recorded SHA-256.
 
         Runners load artifacts from these bytes, not from the path, so what runs is exactly
-        what was checked (a file swapped or corrupted after the check is never loaded).
+        what was checked (a file swapped or corrupted after the check is never loaded). The
+        file must be a regular file inside the entry, no larger than ``entry.json`` says.
         """
         try:
-            recorded = json.loads((self.path / ENTRY_FILE).read_text())['files'][name]
-            data = (self.path / name).read_bytes()
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise CacheError(f'cache entry {self.path.name}: cannot read {name}: {exc}') from exc
-        if len(data) != recorded.get('size') or \
-                hashlib.sha256(data).hexdigest() != recorded.get('sha256'):
+            dir_fd = _open_dir(self.path)
+        except OSError as exc:
+            raise CacheError(f'cache entry {self.path.name}: cannot open it '
+                             f'({clip(exc.strerror or exc)}); the next configure rebuilds it'
+                             ) from None
+        try:
+            recorded = _recorded_files(dir_fd)
+            if name not in recorded:
+                raise CacheError(f'{ENTRY_FILE} does not list {show(name)}')
+            size, digest = recorded[name]
+            data = _read_member(dir_fd, name, size)
+        except CacheError as exc:
+            raise CacheError(f'cache entry {self.path.name}: {exc}; the next configure '
+                             'rebuilds it') from None
+        except OSError as exc:
+            raise CacheError(f'cache entry {self.path.name}: cannot read {name} '
+                             f'({clip(exc.strerror or exc)})') from None
+        finally:
+            os.close(dir_fd)
+        if hashlib.sha256(data).hexdigest() != digest:
             raise CacheError(f'cache entry {self.path.name}: {name} does not match the hash '
                              'recorded when it was built (corrupted or edited); the next '
                              'configure rebuilds it')
@@ -91,7 +195,18 @@ class CacheEntry:
 
 
 def _safe(name: str) -> str:
-    return ''.join(c if c.isalnum() or c in '-_.' else '_' for c in name) or 'model'
+    return ''.join(c if c.isalnum() or c in '-_.' else '_' for c in name[:64]) or 'model'
+
+
+def _discard(path: Path) -> None:
+    """Delete a folder, file or link at ``path`` (never what a link points to)."""
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
 
 
 class EngineCache:
@@ -101,13 +216,13 @@ class EngineCache:
         self.root = Path(os.path.expanduser(str(root)))
 
     def _ensure_root(self) -> None:
-        try:
-            self.root.mkdir(parents=True, exist_ok=True)
+        try:  # private by default: whoever can write here chooses what the node runs
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
-            raise CacheError(f"engine_cache_dir '{self.root}' cannot be created: "
-                             f'{exc.strerror or exc}') from exc
+            raise CacheError(f"engine_cache_dir '{clip(self.root)}' cannot be created: "
+                             f'{clip(exc.strerror or exc)}') from exc
         if not os.access(self.root, os.W_OK | os.X_OK):
-            raise CacheError(f"engine_cache_dir '{self.root}' is not writable")
+            raise CacheError(f"engine_cache_dir '{clip(self.root)}' is not writable")
 
     def entry_dir(self, model: str, kind: str, key: str) -> Path:
         """Where the entry for (model, kind, key) lives."""
@@ -117,14 +232,21 @@ class EngineCache:
         key = cache_key({'kind': kind, **fields})
         return key, self.entry_dir(model, kind, key)
 
+    def _lock_path(self, entry_name: str) -> Path:
+        return self.root / f'{entry_name}.lock'
+
+    def _open_lock(self, entry_name: str) -> int:
+        return os.open(self._lock_path(entry_name),
+                       os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o644)
+
     @contextlib.contextmanager
     def _lock(self, entry: Path, timeout_s: float) -> Iterator[None]:
-        lock_path = entry.with_name(entry.name + '.lock')
-        with open(lock_path, 'a+') as fh:
+        fd = self._open_lock(entry.name)
+        try:
             deadline = time.monotonic() + timeout_s
             while True:
                 try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
@@ -136,30 +258,89 @@ class EngineCache:
             try:
                 yield
             finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def remove_stale_temporaries(self) -> list[str]:
+        """Delete temporary folders that no live build owns; return their names.
+
+        A build creates its temporary folder while holding its key's lock and renames or
+        deletes it before letting go, and the kernel drops a flock when its process dies. So a
+        temporary folder whose key's lock can be taken right now belongs to a process that
+        was killed mid-build: it is deleted while the lock is held, so no new build of that
+        key can start meanwhile. One whose lock is held is left alone.
+        """
+        removed: list[str] = []
+        try:
+            names = [e.name for e in os.scandir(self.root)]
+        except OSError:
+            return removed
+        for name in names:
+            match = _TEMP.fullmatch(name)
+            if match is None:
+                continue
+            try:
+                fd = self._open_lock(match.group('entry'))
+            except OSError:
+                continue  # a read-only cache: nothing can be deleted anyway
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue  # a live build
+            try:
+                if os.path.lexists(self.root / name):
+                    _discard(self.root / name)
+                    removed.append(name)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+        return removed
 
     @staticmethod
-    def validate(entry: Path, files: tuple[str, ...] = ()) -> bool:
-        """Return True when ``entry`` is complete: its entry.json parses, every file matches."""
+    def check(entry: Path, files: tuple[str, ...] = ()) -> None:
+        """Raise CacheError saying why ``entry`` is not complete and intact.
+
+        Complete: ``entry.json`` parses and lists every name in ``files``; intact: every file
+        it lists is a regular file inside the entry whose size and SHA-256 match.
+        """
         try:
-            meta = json.loads((entry / ENTRY_FILE).read_text())
-            recorded = meta['files']
+            dir_fd = _open_dir(entry)
+        except OSError as exc:
+            raise CacheError(f'{entry.name} is not a folder ({clip(exc.strerror or exc)})'
+                             ) from None
+        try:
+            recorded = _recorded_files(dir_fd)
             for name in files:
                 if name not in recorded:
-                    return False
-            for name, info in recorded.items():
-                path = entry / name
-                if path.stat().st_size != info['size'] or file_sha256(path) != info['sha256']:
-                    return False
-            return True
-        except (OSError, ValueError, KeyError, TypeError):
+                    raise CacheError(f'{ENTRY_FILE} does not list {name}')
+            for name, (size, digest) in recorded.items():
+                fd, actual = _open_member(dir_fd, name, MAX_CACHE_FILE_BYTES)
+                try:
+                    if actual != size or _hash_fd(fd, size) != (digest, size):
+                        raise CacheError(f'{name} does not match its recorded size and hash')
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise CacheError(f'cannot read it ({clip(exc.strerror or exc)})') from None
+        finally:
+            os.close(dir_fd)
+
+    @classmethod
+    def validate(cls, entry: Path, files: tuple[str, ...] = ()) -> bool:
+        """Return True when ``entry`` is complete and intact (see :meth:`check`)."""
+        try:
+            cls.check(entry, files)
+        except CacheError:
             return False
+        return True
 
     def lookup(self, model: str, kind: str, fields: dict[str, Any],
                files: tuple[str, ...] = ()) -> CacheEntry | None:
         """Return a valid existing entry, or None (a corrupt one counts as absent)."""
         key, entry = self._locate(model, kind, fields)
-        if entry.is_dir() and self.validate(entry, files):
+        if os.path.lexists(entry) and self.validate(entry, files):
             return CacheEntry(entry, key, hit=True)
         return None
 
@@ -170,35 +351,34 @@ class EngineCache:
 
         ``build`` writes the artifact files named in ``files`` into the folder it is given.
         The folder is published atomically only after ``build`` returns and every file exists.
+        Temporary folders of builds killed earlier are cleared first.
         """
+        self.remove_stale_temporaries()
         found = self.lookup(model, kind, fields, files)
         if found:
             return found
         self._ensure_root()
         key, entry = self._locate(model, kind, fields)
         with self._lock(entry, lock_timeout_s):
-            if entry.is_dir():
+            if os.path.lexists(entry):
                 if self.validate(entry, files):
                     return CacheEntry(entry, key, hit=True)  # built by another process
                 self._discard(entry)
-            tmp = Path(tempfile.mkdtemp(prefix=f'.{entry.name}.', dir=self.root))
+            tmp = entry.with_name(f'.{entry.name}.build-{uuid.uuid4().hex[:8]}')
             try:
+                tmp.mkdir(mode=0o700)
                 build(tmp)
-                missing = [f for f in files if not (tmp / f).is_file()]
-                if missing:
-                    raise CacheError(f"building {entry.name} produced no {', '.join(missing)}")
                 meta = {
                     'model': model, 'kind': kind, 'key': key, 'fields': fields,
                     'created': time.strftime('%Y-%m-%dT%H:%M:%S%z'),
-                    'files': {p.name: {'size': p.stat().st_size, 'sha256': file_sha256(p)}
-                              for p in sorted(tmp.iterdir()) if p.is_file()},
+                    'files': _describe_files(tmp, files, entry.name),
                 }
                 _write_atomic(tmp / ENTRY_FILE, json.dumps(meta, indent=2, default=str))
                 _fsync_dir(tmp)
                 os.rename(tmp, entry)
                 _fsync_dir(self.root)
             except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
+                _discard(tmp)
                 raise
         return CacheEntry(entry, key, hit=False)
 
@@ -209,7 +389,37 @@ class EngineCache:
             os.rename(entry, trash)
         except OSError:
             return
-        shutil.rmtree(trash, ignore_errors=True)
+        _discard(trash)
+
+
+def _describe_files(folder: Path, required: tuple[str, ...], entry_name: str
+                    ) -> dict[str, dict[str, Any]]:
+    """Size and SHA-256 of every regular file a build wrote (what ``entry.json`` records)."""
+    described: dict[str, dict[str, Any]] = {}
+    dir_fd = _open_dir(folder)
+    try:
+        for item in sorted(os.scandir(folder), key=lambda e: e.name):
+            if not item.is_file(follow_symlinks=False) or item.name == ENTRY_FILE:
+                continue
+            if not _MEMBER.fullmatch(item.name):
+                if item.name in required:
+                    raise CacheError(f'building {entry_name}: {show(item.name)} is not a '
+                                     'plain file name')
+                continue  # e.g. an exporter's hidden scratch file: not part of the entry
+            fd, size = _open_member(dir_fd, item.name, MAX_CACHE_FILE_BYTES)
+            try:
+                described[item.name] = {'size': size, 'sha256': _hash_fd(fd, size)[0]}
+            finally:
+                os.close(fd)
+    finally:
+        os.close(dir_fd)
+    missing = [f for f in required if f not in described]
+    if missing:
+        raise CacheError(f"building {entry_name} produced no {', '.join(missing)}")
+    if len(described) > MAX_ENTRY_FILES:
+        raise CacheError(f'building {entry_name} produced {len(described)} files, more than '
+                         f'the {MAX_ENTRY_FILES} an entry may hold')
+    return described
 
 
 def _write_atomic(path: Path, text: str) -> None:

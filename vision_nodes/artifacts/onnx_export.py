@@ -13,9 +13,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .cache import CacheEntry, EngineCache, file_sha256
+from .cache import CacheEntry, CacheError, EngineCache, file_sha256
 from ..manifest import ModelManifest
 from ..loaders import ModelLoadError, check_weights, load_torch_module
+from ..text import clip
 
 #: Bump whenever the exported graph would change for the same inputs.
 EXPORTER_VERSION = 1
@@ -114,6 +115,9 @@ def ensure_onnx(manifest: ModelManifest, weights: Path, cache: EngineCache,
         _log.info('exporting %s to ONNX (opset %d) into the engine cache', weights, opset)
         versions = export_onnx(manifest, weights, folder / ONNX_FILE, precision, opset,
                                cache.root)
+        if weights_sha256(weights) != fields['weights_sha256']:  # never B's export under A
+            raise CacheError(f"weights '{clip(weights)}' changed while being exported; "
+                             'configure again')
         (folder / 'tools.json').write_text(json.dumps(versions, indent=2))
 
     return cache.get_or_build(manifest.name, 'onnx', fields, build, files=(ONNX_FILE,))

@@ -1,17 +1,22 @@
-"""Ultralytics weights (``.pt`` checkpoints) → a PyTorch module, offline and quietly.
+"""Ultralytics weights (``.pt`` checkpoints) → a PyTorch module, offline, quietly, safely.
 
 Only this module imports ``ultralytics``, and only when called: a runtime-only deployment
-(ONNX Runtime, OpenVINO) never imports it.
+(ONNX Runtime, OpenVINO) never imports it. Checkpoints are not loaded with Ultralytics' own
+``YOLO(path)``, which unpickles them with ``weights_only=False`` (a crafted file runs code),
+but through :mod:`.checkpoint` with the allowlist of :func:`checkpoint_allowlist`.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
+from ..limits import MAX_LABEL_CHARS, MAX_LABELS
 from ..manifest import ModelManifest
 from ..text import clip
+from .checkpoint import Allowlist, load_checkpoint
 from .common import ModelLoadError, check_weights
 
 
@@ -65,33 +70,157 @@ def _depth_at_input_size(module: Any) -> None:
     head.export = True
 
 
+#: Built once per process by :func:`checkpoint_allowlist`.
+_ALLOWLIST: list[Allowlist] = []
+
+
+def _module_method(obj: Any, name: str) -> Any:
+    """Stand in for ``getattr`` in checkpoints: only a layer's forward method may be fetched.
+
+    Ultralytics pickles a fused ``Conv`` with ``forward`` set to its ``forward_fuse``, which a
+    pickle spells ``getattr(layer, 'forward_fuse')``; a general ``getattr`` would reach any
+    attribute of any object built so far.
+    """
+    import torch
+
+    if isinstance(obj, torch.nn.Module) and name in ('forward', 'forward_fuse'):
+        return getattr(type(obj), name).__get__(obj)
+    raise pickle.UnpicklingError(
+        f'getattr({type(obj).__name__}, {clip(name, 40)}) is not allowed in a checkpoint')
+
+
+def _classes_of(module: Any, base: type | None) -> list[type]:
+    """Classes defined in ``module`` itself (subclasses of ``base`` when given)."""
+    return [obj for obj in vars(module).values()
+            if isinstance(obj, type) and obj.__module__ == module.__name__
+            and (base is None or issubclass(obj, base))]
+
+
+def checkpoint_allowlist() -> Allowlist:
+    """Every global an Ultralytics checkpoint legitimately names, and what to build for it.
+
+    An Ultralytics ``.pt`` pickles the whole model object: the model class
+    (``ultralytics.nn.tasks.DetectionModel`` …), its layers (``torch.nn`` and
+    ``ultralytics.nn.modules`` classes), a layer's forward method fetched by ``getattr``, and
+    training leftovers: loss and assigner objects, argument namespaces, NumPy scalars and
+    dtypes, paths. Old checkpoints use a few names that have moved since; they map to today's
+    classes, as Ultralytics itself maps them.
+    """
+    if _ALLOWLIST:
+        return _ALLOWLIST[0]
+    import importlib
+    import pathlib
+    import pkgutil
+
+    import numpy as np
+    import torch
+
+    import_ultralytics()
+    from ultralytics.nn import modules as layers
+    from ultralytics.nn import tasks
+    from ultralytics.utils import IterableSimpleNamespace
+
+    rebuilt: dict[str, type] = {}
+    called: dict[str, Any] = {}
+
+    def name_of(obj: Any) -> str:
+        return f'{obj.__module__}.{obj.__qualname__}'
+
+    for package in (torch.nn.modules, layers):
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + '.'):
+            for cls in _classes_of(importlib.import_module(info.name), torch.nn.Module):
+                rebuilt[name_of(cls)] = cls
+    for cls in _classes_of(tasks, torch.nn.Module):
+        rebuilt[name_of(cls)] = cls
+    loss = importlib.import_module('ultralytics.utils.loss')
+    for module in (loss, importlib.import_module('ultralytics.utils.tal')):
+        for cls in _classes_of(module, None):
+            rebuilt[name_of(cls)] = cls
+    rebuilt['ultralytics.nn.modules.block.Silence'] = torch.nn.Identity  # YOLOv9
+    rebuilt['ultralytics.nn.tasks.YOLOv10DetectionModel'] = tasks.DetectionModel
+    if hasattr(loss, 'E2EDetectLoss'):
+        rebuilt['ultralytics.utils.loss.v10DetectLoss'] = loss.E2EDetectLoss
+    called[name_of(IterableSimpleNamespace)] = IterableSimpleNamespace
+    called['ultralytics.yolo.utils.IterableSimpleNamespace'] = IterableSimpleNamespace
+    called['builtins.getattr'] = _module_method
+    called['numpy.dtype'] = np.dtype
+    called[name_of(type(np.dtype(np.float64)))] = type(np.dtype(np.float64))
+    scalar = np.float64(0).__reduce__()[0]
+    called['numpy.core.multiarray.scalar'] = called['numpy._core.multiarray.scalar'] = scalar
+    for module_name in ('pathlib', 'pathlib._local'):
+        for cls_name in ('PosixPath', 'WindowsPath', 'PurePosixPath', 'PureWindowsPath'):
+            pure = cls_name.startswith('Pure')
+            called[f'{module_name}.{cls_name}'] = \
+                pathlib.PurePosixPath if pure else pathlib.PosixPath
+    _ALLOWLIST.append(Allowlist(rebuilt, called))
+    return _ALLOWLIST[0]
+
+
+def _labels(names: Any) -> list[str] | None:
+    """Class names from a model's ``names`` (a dict index → name), bounded."""
+    if not isinstance(names, dict):
+        return None
+    if len(names) > MAX_LABELS:
+        raise ModelLoadError(f'the checkpoint names {len(names)} classes; at most '
+                             f'{MAX_LABELS} are accepted')
+    try:
+        return [clip(names[i], MAX_LABEL_CHARS) for i in sorted(names)]
+    except TypeError as exc:
+        raise ModelLoadError(f'the checkpoint\'s class names are not indexed by numbers '
+                             f'({clip(exc, 80)})') from None
+
+
 def load_ultralytics(manifest: ModelManifest, weights: Path,
                      cache_dir: Path | None = None) -> tuple[Any, list[str] | None]:
-    """Return ``(module in eval mode on the CPU, labels or None)`` for the manifest's weights."""
+    """Return ``(module in eval mode on the CPU, labels or None)`` for the manifest's weights.
+
+    The checkpoint is unpickled with :func:`.checkpoint.load_checkpoint` (no code from the
+    file runs); then the model is prepared as Ultralytics prepares a loaded checkpoint:
+    float32, layers fused, eval mode, in-place activations.
+    """
     check_weights(weights)
     _quiet_offline_ultralytics(cache_dir)
     try:
-        YOLO = import_ultralytics().YOLO
+        import_ultralytics()
+        import torch
+        from ultralytics.nn.tasks import BaseModel, guess_model_task
     except ImportError as exc:
         raise ModelLoadError(
             'loading .pt weights needs the `ultralytics` package (pip install '
             "'vision_nodes[torch]'), or give the manifest an exported .onnx instead") from exc
+    ckpt = load_checkpoint(weights, checkpoint_allowlist())
+    model = None
+    if isinstance(ckpt, dict):
+        model = ckpt.get('ema') if ckpt.get('ema') is not None else ckpt.get('model')
+    if not isinstance(model, BaseModel):
+        raise ModelLoadError(
+            f"'{clip(weights)}' is a PyTorch file but not an Ultralytics checkpoint (no "
+            '`model` entry holding an Ultralytics model): check the `weights` path')
     try:
-        model = YOLO(str(weights))
-    except Exception as exc:  # noqa: BLE001 - ultralytics raises many types for bad files
-        raise ModelLoadError(f"cannot load '{weights}' with ultralytics: {exc}") from exc
-    _check_task(manifest, getattr(model, 'task', None), weights)
-    module = model.model
-    if manifest.task == 'depth':
-        _depth_at_input_size(module)
-    if hasattr(module, 'fuse'):
-        module = module.fuse()
-    module = module.float().eval()
-    for param in module.parameters():
-        param.requires_grad_(False)
-    names = getattr(module, 'names', None)
-    labels = [str(names[i]) for i in sorted(names)] \
-        if isinstance(names, dict) and manifest.task != 'depth' else None  # depth: no classes
+        _check_task(manifest, guess_model_task(model), weights)
+        module = model.float()
+        if manifest.task == 'depth':
+            _depth_at_input_size(module)
+        if not hasattr(module, 'stride'):
+            module.stride = torch.tensor([32.0])
+        if hasattr(module, 'fuse'):
+            module = module.fuse()
+        module = module.eval()
+        for layer in module.modules():
+            if hasattr(layer, 'inplace'):
+                layer.inplace = True
+            elif isinstance(layer, torch.nn.Upsample) and \
+                    not hasattr(layer, 'recompute_scale_factor'):
+                layer.recompute_scale_factor = None  # checkpoints pickled by torch < 1.11
+        for param in module.parameters():
+            param.requires_grad_(False)
+        # A depth model has no classes.
+        labels = None if manifest.task == 'depth' else _labels(getattr(module, 'names', None))
+    except ModelLoadError as exc:
+        raise ModelLoadError(f"'{clip(weights)}': {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a checkpoint's objects are untrusted
+        raise ModelLoadError(f"'{clip(weights)}': the model in this checkpoint cannot be "
+                             f'prepared ({type(exc).__name__}: {clip(exc, 160)})') from None
     from .torch_modules import FirstOutput
 
     return FirstOutput(module).eval(), labels

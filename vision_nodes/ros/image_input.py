@@ -14,6 +14,8 @@ import sys
 import numpy as np
 
 from ..images import ENCODINGS, ImageConversionError
+from ..limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+from ..text import show
 
 
 def _as_bytes_view(data) -> np.ndarray:
@@ -32,17 +34,22 @@ def image_to_numpy(msg) -> np.ndarray:
     The result is a view on ``msg.data`` when possible (always for 8-bit encodings); it is
     read-only and may be non-contiguous when rows are padded. Big-endian multi-byte data is
     returned with a big-endian dtype (values are correct; call ``np.ascontiguousarray`` with a
-    native dtype before heavy maths).
+    native dtype before heavy maths). Images beyond ``MAX_IMAGE_PIXELS`` pixels or
+    ``MAX_IMAGE_BYTES`` bytes of rows (:mod:`vision_nodes.limits`) are refused.
     """
     encoding = msg.encoding
     info = ENCODINGS.get(encoding)
     if info is None:
         raise ImageConversionError(
-            f"unsupported image encoding '{encoding}' "
+            f'unsupported image encoding {show(encoding, 40)} '
             f"(supported: {', '.join(sorted(ENCODINGS))})")
     height, width, step = int(msg.height), int(msg.width), int(msg.step)
     if height <= 0 or width <= 0:
         raise ImageConversionError(f'image has no pixels ({width}x{height})')
+    if height * width > MAX_IMAGE_PIXELS or height * step > MAX_IMAGE_BYTES:
+        raise ImageConversionError(
+            f'image of {width}x{height} px, step {step} B is larger than this node accepts '
+            f'({MAX_IMAGE_PIXELS} px, {MAX_IMAGE_BYTES} B of rows): send a smaller image')
     dtype = info.dtype
     if dtype.itemsize > 1:
         dtype = dtype.newbyteorder('>' if msg.is_bigendian else '<')

@@ -18,6 +18,7 @@ import numpy as np
 from ..platform.allocator import release_freed_memory
 from ..artifacts.cache import EngineCache
 from ..manifest import ModelManifest
+from ..text import clip
 
 #: Values of the ``precision`` setting; :meth:`Runner.auto_precision` resolves 'auto'.
 PRECISIONS = ('auto', 'fp32', 'fp16', 'int8')
@@ -62,6 +63,9 @@ class Runner(ABC):
         #: True when ``infer`` accepts input shapes other than the manifest's ``input_size``
         #: (rect inference); set by ``_load`` for runtimes that allow it.
         self.dynamic_shapes = False
+        #: Shapes of the outputs of the warm-up run at ``input_size``, for the task to check
+        #: that the model is what the manifest says (see ``DetectionTask.check_model``).
+        self.output_shapes: list[tuple[int, ...]] | None = None
         self._loaded = False
 
     @classmethod
@@ -83,11 +87,56 @@ class Runner(ABC):
         return self._loaded
 
     def load(self) -> None:
-        """Load (exporting or building through the cache if needed) and warm up the model."""
-        self._load()
-        self._loaded = True
-        height, width = self.config.manifest.input_size
-        self.infer(np.zeros((1, 3, height, width), dtype=np.float32))
+        """Load (exporting or building through the cache if needed) and warm up the model.
+
+        The model's input shape is checked against the manifest before the warm-up run, and
+        a model that fails either is unloaded again: a RunnerError says why, in one line.
+        """
+        try:
+            self._load()
+            self._loaded = True
+            self.check_input_shape(self.model_input_shape())
+            height, width = self.config.manifest.input_size
+            try:
+                outputs = self.infer(np.zeros((1, 3, height, width), dtype=np.float32))
+            except RunnerError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - each runtime raises its own types
+                raise RunnerError(f'the warm-up run on a blank {height}x{width} image failed: '
+                                  f'{clip(exc, 300)}') from exc
+            self.output_shapes = [tuple(np.shape(out)) for out in outputs]
+        except BaseException:
+            self.unload()
+            raise
+
+    def model_input_shape(self) -> tuple[int | None, ...] | None:
+        """Return the loaded model's input shape, None for a free dimension; None if unknown."""
+        return None
+
+    def check_input_shape(self, shape: tuple[int | None, ...] | None) -> None:
+        """Raise RunnerError unless a model input of ``shape`` takes the manifest's tensors.
+
+        The tensors are (1, 3, height, width) at the manifest's ``input_size``; a free (None)
+        dimension takes anything.
+        """
+        if shape is None:
+            return
+        manifest = self.config.manifest
+        height, width = manifest.input_size
+        where = f"model '{manifest.name}'"
+        shown = 'x'.join('?' if d is None else str(d) for d in shape)
+        if len(shape) != 4:
+            raise RunnerError(f'{where}: the model takes a {len(shape)}-D input ({shown}); a '
+                              'vision model takes (1, 3, height, width)')
+        if shape[0] not in (None, 1) or shape[1] not in (None, 3):
+            raise RunnerError(f'{where}: the model takes input {shown}; vision_nodes feeds '
+                              'one 3-channel image at a time (1 x 3 x height x width)')
+        model_hw = shape[2:]
+        if any(d is not None and d != want for d, want in zip(model_hw, (height, width))):
+            fix = [d if d is not None else want for d, want in zip(model_hw, (height, width))]
+            raise RunnerError(f'{where}: the model takes input {shown} but the manifest says '
+                              f'`input_size: [{height}, {width}]`: set `input_size: '
+                              f'[{fix[0]}, {fix[1]}]` in the manifest')
 
     @abstractmethod
     def _load(self) -> None:

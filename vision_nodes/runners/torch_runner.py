@@ -83,7 +83,7 @@ class TorchRunner(Runner):
         backend, device = self.config.backend, self.config.device.strip()
         if backend == 'cpu':
             if device and device != 'cpu':
-                raise RunnerError(f"backend 'cpu' cannot use device '{device}'")
+                raise RunnerError(f"backend 'cpu' cannot use device '{clip(device, 40)}'")
             return torch.device('cpu')
         reason = self.unavailable_reason(backend)
         if reason:
@@ -95,12 +95,12 @@ class TorchRunner(Runner):
         try:
             dev = torch.device(spec)
         except RuntimeError as exc:
-            raise RunnerError(f"invalid device '{device}': {exc}") from exc
+            raise RunnerError(f"invalid device '{clip(device, 40)}': {clip(exc)}") from exc
         if dev.type != 'cuda':
             raise RunnerError(f"backend '{backend}' needs a GPU device like 'cuda:0', "
-                              f"not '{device}'")
+                              f"not '{clip(device, 40)}'")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise RunnerError(f"device '{spec}' does not exist "
+            raise RunnerError(f"device '{clip(spec, 40)}' does not exist "
                               f'({torch.cuda.device_count()} GPU(s) visible)')
         return dev
 

@@ -7,11 +7,12 @@ NMS itself (exact greedy, see :mod:`.nms`) is batched over all classes at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from ..manifest import ModelManifest
+from ..limits import MAX_DETECTIONS
+from ..manifest import ManifestError, ModelManifest
 from ..param_spec import ParamSpec
 from .nms import nms
 from .preprocess import LetterboxMeta, prepare
@@ -94,7 +95,7 @@ class DetectionTask:
                   'IoU above which non-maximum suppression drops the lower-scoring box of a '
                   'class.', float_range=(0.0, 1.0), applies='live'),
         ParamSpec('max_detections', 300, 'Most detections published per image.',
-                  int_range=(1, 10000), applies='live'),
+                  int_range=(1, MAX_DETECTIONS), applies='live'),
     )
 
     def __init__(self, manifest: ModelManifest) -> None:
@@ -116,6 +117,33 @@ class DetectionTask:
         """
         return prepare(image, encoding, shape or self.manifest.input_size,
                        self.manifest.preprocessing)
+
+    def check_model(self, output_shapes: Sequence[tuple[int, ...]] | None,
+                    labels: Sequence[str]) -> None:
+        """Refuse, at configure, a model whose outputs are not a detector's or its labels'.
+
+        ``output_shapes`` are the shapes of the warm-up run's outputs (None: not known). A
+        detector's first output is (1, 4 + classes, anchors) (YOLOv8-style, before NMS); when
+        class names are known there must be one per class. Raises ManifestError in one line.
+        """
+        if output_shapes is None:
+            return
+        where = f"model '{self.manifest.name}'"
+        first = tuple(output_shapes[0]) if output_shapes else ()
+        if len(first) != 3 or first[0] != 1 or first[1] < 5 or first[2] < 1:
+            shown = 'x'.join(map(str, first)) or 'nothing'
+            raise ManifestError(
+                f'{where}: the model outputs {shown}, not a detector output (1, 4 + classes, '
+                'anchors) as YOLOv8-style models give before NMS: use `task: detect` only '
+                'for such models (exported without NMS)')
+        classes = first[1] - 4
+        if labels and len(labels) != classes:
+            origin = ('the manifest lists' if self.manifest.labels
+                      else "the model's own metadata lists")
+            raise ManifestError(
+                f'{where}: field `labels`: {origin} {len(labels)} class names but the model '
+                f'scores {classes} classes: list exactly {classes} names in `labels`'
+                + (', or use `labels: from_weights`' if self.manifest.labels else ''))
 
     def postprocess(self, outputs: list[np.ndarray], meta: LetterboxMeta,
                     params: DetectionParams) -> Detections:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..images import ImageConversionError, rgb_channels
 from ..manifest import Preprocessing
+from ..text import show
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,18 @@ class _Placement:
     top: int
 
 
+def _fit(src_h: int, src_w: int, dst_h: int, dst_w: int) -> tuple[float, int, int]:
+    """Scale keeping the aspect ratio to fit ``dst``: (gain, new height, new width).
+
+    Each side is rounded (YOLO rounding) but never to 0 or past ``dst``: a 1 x 2000 image
+    is one row high at any gain.
+    """
+    gain = min(dst_h / src_h, dst_w / src_w)
+    new_h = min(dst_h, max(1, int(round(src_h * gain))))
+    new_w = min(dst_w, max(1, int(round(src_w * gain))))
+    return gain, new_h, new_w
+
+
 def _place(src_h: int, src_w: int, size: tuple[int, int], enabled: bool
            ) -> tuple[_Placement, LetterboxMeta]:
     """Letterbox geometry (YOLO rounding) of a ``src_h`` × ``src_w`` image in ``size``."""
@@ -54,8 +67,7 @@ def _place(src_h: int, src_w: int, size: tuple[int, int], enabled: bool
     if not enabled:
         return (_Placement(dst_w, dst_h, 0, 0),
                 LetterboxMeta((src_h, src_w), (dst_w / src_w, dst_h / src_h), (0.0, 0.0)))
-    gain = min(dst_h / src_h, dst_w / src_w)
-    new_w, new_h = int(round(src_w * gain)), int(round(src_h * gain))
+    gain, new_h, new_w = _fit(src_h, src_w, dst_h, dst_w)
     top = int(round((dst_h - new_h) / 2 - 0.1))
     left = int(round((dst_w - new_w) / 2 - 0.1))
     return (_Placement(new_w, new_h, left, top),
@@ -94,8 +106,8 @@ def channel_map(encoding: str, color_order: str) -> tuple[int, int, int]:
     rgb = rgb_channels(encoding)
     if rgb is None:
         raise ImageConversionError(
-            f"encoding '{encoding}' cannot feed a colour model "
-            "(use rgb8, bgr8, rgba8, bgra8 or mono8)")
+            f'encoding {show(encoding)} cannot feed a colour model '
+            '(use rgb8, bgr8, rgba8, bgra8 or mono8)')
     return rgb if color_order == 'rgb' else rgb[::-1]
 
 
@@ -132,7 +144,8 @@ def prepare(image: np.ndarray, encoding: str, size: tuple[int, int],
     channels = channel_map(encoding, prep.color_order)
     if image.dtype != np.uint8:
         raise ImageConversionError(
-            f"encoding '{encoding}' has {image.dtype} pixels; colour models take 8-bit images")
+            f'encoding {show(encoding)} has {image.dtype} pixels; colour models take 8-bit '
+            'images')
     place, meta = _place(image.shape[0], image.shape[1], size, prep.letterbox)
     resized = _resize(image, place, prep.interpolation)
     if resized.ndim == 2:
@@ -161,9 +174,6 @@ def rect_shape(source_hw: tuple[int, int], max_hw: tuple[int, int], stride: int 
     does), then each side is rounded up to the stride: 640 x 480 for a 4:3 camera and
     384 x 640 for 16:9 when ``max_hw`` is 640 x 640, instead of padding to the full square.
     """
-    src_h, src_w = source_hw
-    gain = min(max_hw[0] / src_h, max_hw[1] / src_w)
-    height = max(1, int(round(src_h * gain)))
-    width = max(1, int(round(src_w * gain)))
+    _, height, width = _fit(source_hw[0], source_hw[1], max_hw[0], max_hw[1])
     return (min(max_hw[0], -(-height // stride) * stride),
             min(max_hw[1], -(-width // stride) * stride))

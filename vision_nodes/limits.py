@@ -1,0 +1,40 @@
+"""Bounds on untrusted input, one place each: what the node accepts, and refuses beyond.
+
+Manifests, images and engine-cache entries come from files and messages that may be corrupt
+or hostile. Each bound is checked where that input enters (manifest load, image conversion,
+cache entry read), before the work it would make expensive, and a value beyond it is refused
+with a one-line error naming the bound. The README's "Security and limits" lists them.
+"""
+
+from __future__ import annotations
+
+#: Largest manifest file, in bytes (checked before the file is read).
+MAX_MANIFEST_BYTES = 1 << 20
+#: Deepest nesting of a manifest's YAML (a manifest needs 3); YAML anchors and aliases are
+#: refused outright, so no document expands beyond what its bytes spell out.
+MAX_MANIFEST_DEPTH = 16
+#: Most YAML nodes (scalars, lists, mappings) in one manifest.
+MAX_MANIFEST_NODES = 20_000
+#: Longest manifest ``labels`` list, and longest label in it (characters).
+MAX_LABELS = 4096
+MAX_LABEL_CHARS = 128
+#: Longest model ``name`` (characters). A name is also a ROS 2 name token (letters, digits,
+#: underscores, not starting with a digit): a node running several models uses it as a
+#: namespace (``<name>/detections``) and the engine cache puts it in folder names.
+MAX_NAME_CHARS = 64
+#: Longest manifest ``weights`` path (characters).
+MAX_PATH_CHARS = 4096
+#: Largest network input: each side of ``input_size``, and its area (pixels).
+MAX_INPUT_SIDE = 4096
+MAX_INPUT_PIXELS = 2048 * 2048
+#: Largest magnitude of a preprocessing number (``scale``, ``mean``, ``std``).
+MAX_PREPROCESSING_MAGNITUDE = 1e4
+#: Most detections a model may publish per image (manifest and node parameter).
+MAX_DETECTIONS = 10_000
+#: Largest image the node converts: pixels (8192 x 8192), and bytes of pixel data (rows x step).
+MAX_IMAGE_PIXELS = 8192 * 8192
+MAX_IMAGE_BYTES = 256 << 20
+#: Largest file an engine-cache entry may list (bytes), largest ``entry.json``, most files.
+MAX_CACHE_FILE_BYTES = 8 << 30
+MAX_ENTRY_JSON_BYTES = 1 << 20
+MAX_ENTRY_FILES = 64
