@@ -17,7 +17,13 @@ import yaml
 #: Every backend name a manifest may list (``auto`` is a node parameter value, not a backend).
 KNOWN_BACKENDS = ('cpu', 'cuda', 'rocm', 'onnx', 'tensorrt', 'openvino')
 KNOWN_TASKS = ('detect', 'depth')
-KNOWN_ARCHITECTURES = ('ultralytics', 'onnx')
+#: How weights load: PyTorch checkpoints (ultralytics), an .onnx file, or an OpenVINO IR
+#: (an .xml with its .bin, or a folder holding one, e.g. an Ultralytics ``*_openvino_model``).
+KNOWN_ARCHITECTURES = ('ultralytics', 'onnx', 'openvino')
+#: Precisions a manifest may restrict itself to (the ``precision`` setting adds ``auto``).
+KNOWN_PRECISIONS = ('fp32', 'fp16', 'int8')
+#: Backends that can run each artifact-only architecture (PyTorch needs PyTorch weights).
+ARCHITECTURE_BACKENDS = {'onnx': ('onnx', 'tensorrt', 'openvino'), 'openvino': ('openvino',)}
 COLOR_ORDERS = ('rgb', 'bgr')
 
 #: Environment variable consulted when the ``model_dir`` parameter is empty.
@@ -65,24 +71,34 @@ class ModelManifest:
     #: Rect inference: where the runtime allows it, a letterboxed model runs at the smallest
     #: stride multiple that holds the camera's aspect ratio instead of the full input_size.
     rect: bool = True
+    #: Precisions this model may run at (None: whatever the backend can do). A pre-quantized
+    #: INT8 IR, for example, only runs int8.
+    precisions: tuple[str, ...] | None = None
+    #: Folder of calibration images for int8 quantization ('' = none; the ``calibration_dir``
+    #: setting of the node overrides it). Relative paths resolve like ``weights``.
+    calibration_dir: str = ''
     source: Path | None = None
 
-    def weights_path(self, model_dir: str | os.PathLike | None = None) -> Path:
-        """Resolve the weights path.
+    def resolve_path(self, value: str, model_dir: str | os.PathLike | None = None) -> Path:
+        """Resolve a path of this manifest (weights, calibration images).
 
         Absolute paths are used as they are. Relative ones resolve against ``model_dir``,
         else the ``VISION_NODES_MODEL_DIR`` environment variable, else the manifest's folder.
         """
-        path = Path(os.path.expanduser(self.weights))
+        path = Path(os.path.expanduser(value))
         if path.is_absolute():
             return path
         base = model_dir or os.environ.get(MODEL_DIR_ENV) or (
             self.source.parent if self.source else Path.cwd())
         return Path(os.path.expanduser(str(base))) / path
 
+    def weights_path(self, model_dir: str | os.PathLike | None = None) -> Path:
+        """Resolve the weights path (see :meth:`resolve_path`)."""
+        return self.resolve_path(self.weights, model_dir)
+
 
 _TOP_KEYS = {'name', 'task', 'weights', 'architecture', 'input_size', 'backends',
-             'preprocessing', 'labels', 'thresholds', 'rect'}
+             'preprocessing', 'labels', 'thresholds', 'rect', 'precisions', 'calibration_dir'}
 _REQUIRED = ('name', 'task', 'weights', 'input_size', 'backends')
 
 
@@ -197,7 +213,8 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
 
     architecture = data.get('architecture')
     if architecture is None:
-        architecture = 'onnx' if weights.endswith('.onnx') else 'ultralytics'
+        architecture = {'.onnx': 'onnx', '.xml': 'openvino'}.get(
+            Path(weights).suffix.lower(), 'ultralytics')
     if architecture not in KNOWN_ARCHITECTURES:
         raise _fail(source, 'architecture',
                     f"{architecture!r} is not one of {', '.join(KNOWN_ARCHITECTURES)}")
@@ -220,12 +237,27 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         if b not in KNOWN_BACKENDS:
             raise _fail(source, f'backends[{i}]',
                         f"unknown backend {b!r} (known: {', '.join(KNOWN_BACKENDS)})")
-    if architecture == 'onnx':
-        torch_only = [b for b in backends if b in ('cpu', 'cuda', 'rocm')]
-        if torch_only:
+    if architecture in ARCHITECTURE_BACKENDS:
+        allowed = ARCHITECTURE_BACKENDS[architecture]
+        wrong = [b for b in backends if b not in allowed]
+        if wrong:
             raise _fail(source, 'backends',
-                        f"{', '.join(torch_only)} need PyTorch weights; an .onnx model "
-                        'supports onnx, tensorrt and openvino')
+                        f"{', '.join(wrong)} cannot run '{architecture}' weights (they "
+                        f"support {', '.join(allowed)}; PyTorch backends need PyTorch weights)")
+
+    precisions = data.get('precisions')
+    if precisions is not None:
+        _expect(source, 'precisions', precisions, list, 'a list of precisions')
+        if not precisions:
+            raise _fail(source, 'precisions', 'must name at least one precision (or leave '
+                        'the field out)')
+        for i, p in enumerate(precisions):
+            if p not in KNOWN_PRECISIONS:
+                raise _fail(source, f'precisions[{i}]',
+                            f"unknown precision {p!r} (known: {', '.join(KNOWN_PRECISIONS)})")
+        precisions = tuple(dict.fromkeys(precisions))
+    calibration_dir = _expect(source, 'calibration_dir', data.get('calibration_dir', ''), str,
+                              'a folder path string')
 
     labels = data.get('labels', 'from_weights')
     if labels == 'from_weights':
@@ -243,7 +275,7 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         labels=labels_t,
         thresholds=_parse_thresholds(source, data.get('thresholds')),
         rect=_expect(source, 'rect', data.get('rect', True), bool, 'true or false'),
-        source=path)
+        precisions=precisions, calibration_dir=calibration_dir, source=path)
 
 
 def load_manifest(path: str | os.PathLike) -> ModelManifest:

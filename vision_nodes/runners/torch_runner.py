@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from ..loaders import load_torch_module
+from ..platform.cpu import cpu_info
 from .base import Runner, RunnerConfig, RunnerError
 
 
@@ -74,13 +75,12 @@ class TorchRunner(Runner):
         torch = _torch()
         cfg = self.config
         self._device = self._resolve_device()
-        if cfg.precision == 'int8':
-            raise RunnerError("the PyTorch runner has no int8 mode; use 'fp32' or 'fp16'")
-        if cfg.precision == 'fp16' and self._device.type == 'cpu':
-            raise RunnerError("precision 'fp16' needs a GPU backend (cuda or rocm)")
+        # Precisions are checked before a runner exists (registry.check_precision).
         self._dtype = torch.float16 if cfg.precision == 'fp16' else torch.float32
         module, self.labels = load_torch_module(cfg.manifest, cfg.weights, cfg.cache.root)
         self._module = module.to(self._device, self._dtype)
+        # The module itself takes any input shape: rect inference, as in Ultralytics' predict.
+        self.dynamic_shapes = True
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
         if self._module is None:
@@ -97,12 +97,16 @@ class TorchRunner(Runner):
             _torch().cuda.empty_cache()
 
     def describe(self) -> dict[str, Any]:
+        torch = _torch()
         info = super().describe()
+        info['runtime'] = f'PyTorch {torch.__version__}'
         info['device'] = str(self._device)
         if self._device is not None and self._device.type == 'cpu':
-            info['threads'] = _torch().get_num_threads()
+            info['threads'] = torch.get_num_threads()
+            info.update(cpu_info().describe())
         if self._device is not None and self._device.type == 'cuda':
-            torch = _torch()
             info['device_name'] = torch.cuda.get_device_name(self._device)
-            info['memory_allocated'] = torch.cuda.memory_allocated(self._device)
+            info['memory_used'] = torch.cuda.memory_allocated(self._device)
+            info['memory_reserved'] = torch.cuda.memory_reserved(self._device)
+            info['memory_total'] = torch.cuda.get_device_properties(self._device).total_memory
         return info
