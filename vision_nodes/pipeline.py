@@ -91,6 +91,9 @@ class Pipeline:
 
 def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: str | Path,
             **options: Any) -> RunnerConfig:
+    if not options.get('calibration_dir') and manifest.calibration_dir:
+        options['calibration_dir'] = str(manifest.resolve_path(manifest.calibration_dir,
+                                                               model_dir or None))
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(model_dir or None),
                         backend=backend, cache=EngineCache(cache_dir or default_cache_dir()),
                         **options)

@@ -1,28 +1,38 @@
-"""Export PyTorch weights to ONNX, through the engine cache.
+"""Export PyTorch weights to ONNX, through the engine cache: the first step of the chain.
+
+weights → ONNX (this file) → OpenVINO IR (``openvino_convert``) → INT8 IR (``quantize``), and
+ONNX → TensorRT engine / fp16 ONNX: each step is one cache entry keyed on its parent's hash.
 
 The cache key covers the weights' content hash, the architecture, input size, precision, opset
 and this exporter's version. Tool versions (torch, onnxslim) are recorded in the entry but kept
 out of the key, so a deployment without torch can still find an artifact exported earlier.
+
+The graph has dynamic height and width (and the output dimensions that follow them), so
+runtimes that allow it run other shapes than ``input_size`` (rect inference); ``input_size``
+is the shape it was traced at and the largest the node asks for.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .cache import CacheEntry, EngineCache, file_sha256
 from ..manifest import ModelManifest
 from ..loaders import check_weights, load_torch_module
 
 #: Bump whenever the exported graph would change for the same inputs.
-EXPORTER_VERSION = 1
+EXPORTER_VERSION = 2  # 2: dynamic height/width
 DEFAULT_OPSET = 17
 ONNX_FILE = 'model.onnx'
 LABELS_METADATA_KEY = 'vision_nodes.labels'
 
 _log = logging.getLogger(__name__)
+
+Log = Callable[[str], None]
 
 
 def onnx_cache_fields(manifest: ModelManifest, weights: Path, precision: str,
@@ -47,12 +57,14 @@ def export_onnx(manifest: ModelManifest, weights: Path, out_path: Path,
     if precision != 'fp32':
         raise ValueError(f"ONNX export supports precision 'fp32' here, not '{precision}'")
     module, labels = load_torch_module(manifest, weights, cache_dir)
+    _trace_every_shape(module)
     height, width = manifest.input_size
     example = torch.zeros(1, 3, height, width)
     with torch.inference_mode():
+        dynamic_axes = _dynamic_axes(module, example)
         torch.onnx.export(module, (example,), str(out_path), opset_version=opset,
-                          input_names=['images'], output_names=['output0'],
-                          do_constant_folding=True, dynamo=False)
+                          input_names=['images'], output_names=list(dynamic_axes)[1:],
+                          dynamic_axes=dynamic_axes, do_constant_folding=True, dynamo=False)
     versions: dict[str, Any] = {'torch': torch.__version__}
     import onnx
 
@@ -74,15 +86,56 @@ def export_onnx(manifest: ModelManifest, weights: Path, out_path: Path,
     return versions
 
 
+def _trace_every_shape(module: Any) -> None:
+    """Make heads that cache shape-dependent tensors recompute them in every forward.
+
+    Ultralytics' detection heads keep their anchor grid from the last input shape and reuse
+    it while the shape stays the same; an export traced after a forward at the same shape
+    would hold that grid as a constant and fail (or be wrong) at any other shape. With
+    ``dynamic`` set they rebuild it in each forward, so the trace records the computation.
+    """
+    for sub in module.modules():
+        if isinstance(getattr(sub, 'dynamic', None), bool) and hasattr(sub, 'anchors'):
+            sub.dynamic = True
+
+
+def _dynamic_axes(module: Any, example: Any) -> dict[str, dict[int, str]]:
+    """Input height/width and every output dimension that follows them, named for ONNX.
+
+    Found by running the module at the export shape and at a larger one (height + 32,
+    width + 64, different so that the two are told apart): the output dimensions that
+    change are the dynamic ones.
+    """
+    import torch
+
+    def shapes(x: Any) -> list[tuple[int, ...]]:
+        out = module(x)
+        return [tuple(t.shape) for t in (out if isinstance(out, (tuple, list)) else [out])]
+
+    _, _, height, width = example.shape
+    base = shapes(example)
+    grown = shapes(torch.zeros(1, 3, height + 32, width + 64))
+    axes = {'images': {2: 'height', 3: 'width'}}
+    for index, (a, b) in enumerate(zip(base, grown)):
+        axes[f'output{index}'] = {d: f'output{index}_dim{d}'
+                                  for d in range(1, len(a)) if a[d] != b[d]}
+    return axes
+
+
 def ensure_onnx(manifest: ModelManifest, weights: Path, cache: EngineCache,
-                precision: str = 'fp32', opset: int = DEFAULT_OPSET) -> CacheEntry:
+                precision: str = 'fp32', opset: int = DEFAULT_OPSET,
+                log: Log | None = None) -> CacheEntry:
     """Return the cached ONNX export of the weights, exporting it on a miss."""
     fields = onnx_cache_fields(manifest, weights, precision, opset)
+    say = log or _log.info
 
     def build(folder: Path) -> None:
-        _log.info('exporting %s to ONNX (opset %d) into the engine cache', weights, opset)
+        say(f'artifacts: exporting {weights.name} to ONNX (opset {opset}, dynamic height and '
+            'width) into the engine cache')
+        started = time.monotonic()
         versions = export_onnx(manifest, weights, folder / ONNX_FILE, precision, opset,
                                cache.root)
         (folder / 'tools.json').write_text(json.dumps(versions, indent=2))
+        say(f'artifacts: ONNX export done in {time.monotonic() - started:.1f} s')
 
     return cache.get_or_build(manifest.name, 'onnx', fields, build, files=(ONNX_FILE,))

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..artifacts.onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
 from ..loaders import check_weights
+from ..platform.cpu import cpu_info
 from .base import Runner, RunnerConfig, RunnerError
 
 #: Short names accepted by the ``execution_provider`` parameter.
@@ -104,7 +105,11 @@ class OnnxRunner(Runner):
                                                  provider_options=provider_options)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
             raise RunnerError(f"ONNX Runtime cannot load '{self.model_path}': {exc}") from exc
-        self._input_name = self._session.get_inputs()[0].name
+        model_input = self._session.get_inputs()[0]
+        self._input_name = model_input.name
+        # Symbolic (str) or unknown (None) height and width: any shape runs (rect inference).
+        self.dynamic_shapes = len(model_input.shape) == 4 and all(
+            not isinstance(d, int) for d in model_input.shape[2:])
         meta = self._session.get_modelmeta().custom_metadata_map
         self.labels = labels_from_metadata(meta)
 
@@ -117,8 +122,16 @@ class OnnxRunner(Runner):
         self._session = None
 
     def describe(self) -> dict[str, Any]:
+        import onnxruntime as ort
+
         info = super().describe()
+        info['runtime'] = f'ONNX Runtime {ort.__version__}'
         if self._session is not None:
-            info['providers'] = self._session.get_providers()
+            providers = self._session.get_providers()
+            info['providers'] = providers
+            info['device'] = 'cpu' if providers[0] == 'CPUExecutionProvider' else \
+                (self.config.device or 'default')
+            if providers[0] == 'CPUExecutionProvider':
+                info.update(cpu_info().describe())
         info['model_path'] = str(self.model_path)
         return info
