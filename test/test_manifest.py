@@ -52,7 +52,7 @@ def test_shipped_manifest() -> None:
     assert m.weights == 'yolov8n.pt'
     assert m.architecture == 'ultralytics'
     assert m.input_size == (640, 640)
-    assert m.backends == ('cpu', 'cuda', 'rocm', 'onnx', 'openvino', 'tensorrt')
+    assert m.backends == ('cpu', 'cuda', 'rocm', 'onnx', 'openvino')
     assert m.precisions is None and m.calibration_dir == '' and m.rect is True
     assert m.labels is None
     assert m.preprocessing.letterbox is True

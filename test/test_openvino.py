@@ -220,6 +220,7 @@ def test_describe_reports_device_facts(fp32):
     assert info['device'] == 'CPU'
     assert info['device_name'] == ov.Core().get_property('CPU', 'FULL_DEVICE_NAME')
     assert info['num_streams'] == 1 and info['inference_num_threads'] >= 1
+    assert info['cpu_pinning'] is False
     assert info['execution_devices'] == ['CPU']
     assert info['logical_cores'] == len(os.sched_getaffinity(0))
     assert info['runtime'].startswith('OpenVINO ')
@@ -399,3 +400,19 @@ def test_a_file_swapped_after_the_check_is_never_loaded(build, fp32, engine_cach
     weights.write_bytes(bytes(weights.stat().st_size))
     with pytest.raises(CacheError, match='model.bin does not match the hash recorded'):
         build(cache_dir=tmp_path)
+
+
+def test_an_unreadable_calibration_image_fails_configure_naming_it(build, calibration_dir,
+                                                                   tmp_path):
+    """A broken file among the calibration images: RunnerError naming it, nothing cached."""
+    folder = tmp_path / 'calib'
+    shutil.copytree(calibration_dir, folder)
+    (folder / '000_broken.jpg').write_bytes(b'\xff\xd8 not a jpeg')
+    cache = tmp_path / 'cache'
+    _copy_entries(Path(build(precision='fp32').runner.model_path).parent.parent, cache,
+                  'yolov8n-onnx-', 'yolov8n-openvino-')
+    before = sorted(cache.iterdir())
+    with pytest.raises(RunnerError, match=r"calibration image '.*000_broken.jpg' cannot be "
+                                          r'read as an image; remove it'):
+        build(precision='int8', calibration_dir=str(folder), cache_dir=cache)
+    assert sorted(p for p in cache.iterdir() if not p.name.endswith('.lock')) == before

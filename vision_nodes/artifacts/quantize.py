@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.metadata
 import io
 import json
 import logging
@@ -81,11 +82,17 @@ def calibration_set(folder: str | Path, limit: int = MAX_CALIBRATION_IMAGES) -> 
     return CalibrationSet(path, tuple(images), digest.hexdigest())
 
 
+def nncf_version() -> str | None:
+    """Return the installed NNCF's version without importing it (it imports slowly), or None."""
+    try:
+        return importlib.metadata.version('nncf')
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def int8_cache_fields(parent_sha256: str, calibration: CalibrationSet,
                       manifest: ModelManifest, rect: bool) -> dict[str, Any]:
     """Return the fields that make up the INT8 IR's cache key."""
-    import nncf
-
     return {
         'parent_sha256': parent_sha256,
         'calibration_sha256': calibration.sha256,
@@ -94,7 +101,7 @@ def int8_cache_fields(parent_sha256: str, calibration: CalibrationSet,
         'rect': rect,
         'preprocessing': asdict(manifest.preprocessing),
         'openvino': openvino_version(),
-        'nncf': nncf.__version__,
+        'nncf': nncf_version(),
         'quantizer': f'vision_nodes-nncf/{QUANTIZER_VERSION}',
         'preset': 'mixed',
         'float_tail': True,
@@ -169,7 +176,11 @@ class _Progress:
 def quantize_model(model: Any, calibration: CalibrationSet, manifest: ModelManifest,
                    rect: bool, log: Log) -> Any:
     """Return the INT8 version of an OpenVINO model, calibrated on ``calibration``."""
-    import nncf
+    try:
+        import nncf
+    except ImportError as exc:
+        raise CalibrationError("int8 quantization needs NNCF (pip install "
+                               "'vision_nodes[openvino]'), or a pre-quantized IR") from exc
 
     progress = _Progress(len(calibration.images), log)
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..artifacts.openvino_convert import (IR_BIN, IR_XML, ensure_openvino_ir,
                                           labels_from_rt_info, read_ir_source)
-from ..artifacts.quantize import calibration_set, ensure_int8_ir
+from ..artifacts.quantize import CalibrationError, calibration_set, ensure_int8_ir
 from ..platform.cpu import cpu_info
 from ..platform.devices import DeviceError, OpenVinoDevice, parse_openvino_device
 from ..text import clip
@@ -211,13 +211,13 @@ class OpenVinoRunner(Runner):
 
     def _quantize(self, model: Any) -> Any:
         cfg = self.config
+        rect = self.dynamic_shapes and cfg.manifest.rect and cfg.manifest.preprocessing.letterbox
         try:
             calibration = calibration_set(cfg.calibration_dir)
-        except ValueError as exc:
+            entry = ensure_int8_ir(cfg.manifest, self._parent_sha256, lambda: model,
+                                   calibration, rect, cfg.cache, cfg.log)
+        except CalibrationError as exc:
             raise RunnerError(str(exc)) from exc
-        rect = self.dynamic_shapes and cfg.manifest.rect and cfg.manifest.preprocessing.letterbox
-        entry = ensure_int8_ir(cfg.manifest, self._parent_sha256, lambda: model, calibration,
-                               rect, cfg.cache, cfg.log)
         self.artifact, self.model_path = 'int8-ir', entry.file(IR_XML)
         self.cache_hit = entry.hit if self.cache_hit is None else self.cache_hit and entry.hit
         return self._model_from(entry.read_verified(IR_XML), entry.read_verified(IR_BIN))
@@ -234,10 +234,17 @@ class OpenVinoRunner(Runner):
         return fast_reduced_type(family) or EXACT_TYPE
 
     def _compile_properties(self) -> dict[str, Any]:
-        """Latency settings: one stream, one request using all cores, the precision's type."""
+        """Latency settings: one stream, one request using all cores, the precision's type.
+
+        On a CPU the inference threads are not pinned to cores: a robot's CPU also runs the
+        camera driver, DDS and other nodes, and a pinned thread waits for its busy core
+        instead of moving (measured faster unpinned, README).
+        """
         device = self._device
         per_device = {f: {'INFERENCE_PRECISION_HINT': self._inference_type(f)}
                       for f in _families(device)}
+        if 'CPU' in per_device:
+            per_device['CPU']['ENABLE_CPU_PINNING'] = False
         props: dict[str, Any] = {'PERFORMANCE_HINT': 'LATENCY'}
         if device.virtual:
             props['DEVICE_PROPERTIES'] = {f: {**p, 'PERFORMANCE_HINT': 'LATENCY',
@@ -323,6 +330,9 @@ class OpenVinoRunner(Runner):
                 value = _safe(compiled.get_property, key)
                 if value is not None:
                     info[key.lower()] = int(value)
+            pinning = _safe(compiled.get_property, 'ENABLE_CPU_PINNING')
+            if pinning is not None:
+                info['cpu_pinning'] = bool(pinning)
         families = _families(self._device)
         info['device_name'] = ', '.join(
             str(_safe(core.get_property, f, 'FULL_DEVICE_NAME')) for f in families)
