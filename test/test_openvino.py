@@ -416,3 +416,31 @@ def test_an_unreadable_calibration_image_fails_configure_naming_it(build, calibr
                                           r'read as an image; remove it'):
         build(precision='int8', calibration_dir=str(folder), cache_dir=cache)
     assert sorted(p for p in cache.iterdir() if not p.name.endswith('.lock')) == before
+
+
+def test_auto_falls_back_from_openvino_to_onnx(manifest, model_dir, engine_cache_dir,
+                                               monkeypatch):
+    """auto tries OpenVINO first on a CPU machine; if it fails to load, ONNX Runtime runs."""
+    from vision_nodes.runners.openvino_runner import OpenVinoRunner
+    from vision_nodes.runners.registry import AUTO_PRIORITY
+
+    assert AUTO_PRIORITY.index('openvino') < AUTO_PRIORITY.index('onnx')
+
+    def broken(self):
+        raise RunnerError('simulated OpenVINO failure')
+
+    monkeypatch.setattr(OpenVinoRunner, '_load', broken)
+    log: list[str] = []
+    pipeline = build_pipeline(manifest, 'auto', model_dir=str(model_dir),
+                              cache_dir=engine_cache_dir, precision='auto', log=log.append)
+    try:
+        assert pipeline.runner.config.backend == 'onnx'
+        assert pipeline.runner.config.precision == 'fp32'
+        text = '\n'.join(log)
+        assert "'openvino' failed to load (simulated OpenVINO failure)" in text
+        assert "backend auto: chose 'onnx'" in text
+        fastest = 'fp16' if fast_reduced_type('CPU') else 'fp32'
+        assert text.index(f"precision auto: '{fastest}' on backend 'openvino'") < \
+            text.index("precision auto: 'fp32' on backend 'onnx'")
+    finally:
+        pipeline.close()
