@@ -159,3 +159,24 @@ def test_rect_off_in_the_manifest_or_without_letterbox(pipelines, images):
         other = replace(pipeline, manifest=changed, _shapes={}, _prepared=None)
         assert not other.rect
         assert other.input_shape(images['bus.jpg'].shape[:2]) == (640, 640)
+
+
+def test_dynamic_axes_follow_what_the_module_can_do():
+    """Output dims that follow the input are dynamic; a one-shape module exports static."""
+    import torch
+
+    from vision_nodes.artifacts.onnx_export import _dynamic_axes
+
+    class Head(torch.nn.Module):
+        def forward(self, x):
+            y = torch.nn.functional.avg_pool2d(x, 8)
+            return y.flatten(2)  # (1, 3, H/8 * W/8): the last dim follows the input
+
+    class OneShape(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(1, 3, 64 * 64).mean(-1)  # fails at any other size
+
+    example = torch.zeros(1, 3, 64, 64)
+    assert _dynamic_axes(Head(), example) == {'images': {2: 'height', 3: 'width'},
+                                              'output0': {2: 'output0_dim2'}}
+    assert _dynamic_axes(OneShape(), example) == {'images': {}, 'output0': {}}

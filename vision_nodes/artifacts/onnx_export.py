@@ -104,7 +104,8 @@ def _dynamic_axes(module: Any, example: Any) -> dict[str, dict[int, str]]:
 
     Found by running the module at the export shape and at a larger one (height + 32,
     width + 64, different so that the two are told apart): the output dimensions that
-    change are the dynamic ones.
+    change are the dynamic ones. A module that cannot run the larger shape is exported with
+    static shapes (runners then use ``input_size`` only).
     """
     import torch
 
@@ -114,7 +115,10 @@ def _dynamic_axes(module: Any, example: Any) -> dict[str, dict[int, str]]:
 
     _, _, height, width = example.shape
     base = shapes(example)
-    grown = shapes(torch.zeros(1, 3, height + 32, width + 64))
+    try:
+        grown = shapes(torch.zeros(1, 3, height + 32, width + 64))
+    except Exception:  # noqa: BLE001 - any failure means: this model takes one shape
+        return {'images': {}, **{f'output{i}': {} for i in range(len(base))}}
     axes = {'images': {2: 'height', 3: 'width'}}
     for index, (a, b) in enumerate(zip(base, grown)):
         axes[f'output{index}'] = {d: f'output{index}_dim{d}'
