@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Detection latency, measured side by side in one run, printed as a table and as ratios.
 
-For each backend (default: onnx and cpu, i.e. ONNX Runtime and PyTorch on the CPU):
+For each configuration (``--backends``: ``BACKEND[:PRECISION][:square]``; default: ONNX
+Runtime, PyTorch, OpenVINO at fp32, fp16 (bf16 on CPUs that have it), int8 and fp16 without
+rect inference, and ``auto``, which picks backend and precision as the node's default would):
 
 * bare runner   - ``runner.infer`` on an already-preprocessed tensor (the network alone);
 * pipeline      - preprocess + infer + decode/NMS in this process (no ROS);
@@ -13,7 +15,15 @@ For each backend (default: onnx and cpu, i.e. ONNX Runtime and PyTorch on the CP
                   ``received_timestamp``), before this harness's own Python executor wakes up
                   to run the callback; that wake-up (~1 ms here) is printed separately;
 
-plus ``ultralytics.YOLO(<the same exported .onnx>).predict`` on the same image.
+plus ``ultralytics.YOLO(<the same exported .onnx>).predict`` on the same image, that
+``predict`` in a minimal ROS node, and Ultralytics' default ``YOLO('yolov8n.pt').predict``
+(PyTorch, with the thread count Ultralytics itself sets), the usual way to run the model.
+
+Rect inference is on unless ``:square`` is given (the network input follows the image's aspect
+ratio: 640 x 480 for bus.jpg). int8 quantizes once into the engine cache, calibrated on
+``--calibration-dir`` (default: 8 flips and crops of the bundled images, enough to run, not
+for accuracy). Each node path's last answer is compared with Ultralytics' ``.pt`` predict:
+the same objects (score >= 0.5, same class, IoU >= 0.9) or not.
 
 Configurations are measured in interleaved rounds, in a shuffled order each round (B A C,
 C B A, ...), so that drift in machine load hits them alike. The table gives the medians of all
@@ -25,22 +35,34 @@ are for reading.
 
     scripts/dev demo   # once, to build the environment; then:
     .venv/bin/python benchmarks/bench_detect.py --dds-profile large-images
+    .venv/bin/python benchmarks/bench_detect.py --backends onnx openvino:int8 auto --rounds 20
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 from dataclasses import dataclass
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
+import yaml
+
+#: What the default run compares.
+DEFAULT_CONFIGS = ['onnx', 'cpu', 'openvino:fp32', 'openvino:fp16', 'openvino:int8',
+                   'openvino:fp16:square', 'auto']
+ULTRA_PT = "ultralytics YOLO('yolov8n.pt').predict"
+ULTRA_ONNX = 'ultralytics predict (same .onnx)'
+ULTRA_NODE = 'ultralytics in a ROS node (same .onnx)'
 
 
 def _median_ms(samples: list[float]) -> float:
@@ -82,21 +104,117 @@ def verdict(ratio: Ratio, limit: float, strict: bool) -> str:
     return f'target {target}: undecided (the interval spans {limit:g})'
 
 
+@dataclass(frozen=True)
+class Config:
+    """One configuration of the node: backend, precision, rect inference."""
+
+    spec: str
+    backend: str
+    precision: str
+    rect: bool
+
+
+def parse_config(spec: str) -> Config:
+    """``BACKEND[:PRECISION][:square]`` → Config (precision: fp32, or auto for ``auto``)."""
+    parts = spec.split(':')
+    rect = parts[-1] != 'square'
+    parts = parts if rect else parts[:-1]
+    if not 1 <= len(parts) <= 2:
+        raise SystemExit(f'bad configuration {spec!r}: use BACKEND[:PRECISION][:square]')
+    backend = parts[0]
+    precision = parts[1] if len(parts) == 2 else ('auto' if backend == 'auto' else 'fp32')
+    return Config(spec, backend, precision, rect)
+
+
+def iou_one(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    """Return the IoU of one xyxy box with each row of ``boxes``."""
+    lo = np.maximum(box[:2], boxes[:, :2])
+    hi = np.minimum(box[2:], boxes[:, 2:])
+    inter = np.prod(np.clip(hi - lo, 0, None), axis=1)
+    area = np.prod(box[2:] - box[:2])
+    return inter / (area + np.prod(boxes[:, 2:] - boxes[:, :2], axis=1) - inter)
+
+
+def same_objects(a: tuple, b: tuple, min_score: float = 0.5, min_iou: float = 0.9) -> str:
+    """'yes', or what differs: each confident detection of one has a match in the other.
+
+    ``a`` and ``b`` are (boxes xyxy, scores, class ids).
+    """
+    problems = []
+    for (boxes, scores, classes), (o_boxes, _, o_classes), side in ((a, b, 'first'),
+                                                                    (b, a, 'second')):
+        for box, score, cls in zip(boxes, scores, classes):
+            same = o_classes == cls
+            if score >= min_score and (not same.any() or iou_one(box, o_boxes[same]).max()
+                                       < min_iou):
+                problems.append(f'class {int(cls)} {score:.2f} only in the {side}')
+    return 'yes' if not problems else 'NO: ' + '; '.join(problems)
+
+
+def _message_arrays(msg: Any) -> tuple:
+    """Detection2DArray → (boxes xyxy, scores, class ids)."""
+    rows = [(d.bbox.center.position.x - d.bbox.size_x / 2,
+             d.bbox.center.position.y - d.bbox.size_y / 2,
+             d.bbox.center.position.x + d.bbox.size_x / 2,
+             d.bbox.center.position.y + d.bbox.size_y / 2,
+             d.results[0].hypothesis.score, int(d.results[0].hypothesis.class_id))
+            for d in msg.detections]
+    table = np.array(rows, dtype=np.float64).reshape(-1, 6)
+    return table[:, :4], table[:, 4], table[:, 5].astype(int)
+
+
+def _bench_manifests(model: str, calibration_dir: Path, folder: Path) -> tuple[Path, Path]:
+    """Write the model's manifest with absolute weights and calibration folder, and a square twin.
+
+    The node processes load these files, exactly what the in-process pipelines load
+    (same cache keys: the entries built here are hits for the nodes).
+    """
+    from vision_nodes.manifest import resolve_manifest
+
+    manifest = resolve_manifest(model)
+    data = yaml.safe_load(manifest.source.read_text())
+    data['weights'] = str(manifest.weights_path())
+    data['calibration_dir'] = str(calibration_dir)
+    rect_path, square_path = folder / f'{manifest.name}.yaml', folder / f'{manifest.name}_sq.yaml'
+    rect_path.write_text(yaml.safe_dump(data))
+    square_path.write_text(yaml.safe_dump({**data, 'rect': False}))
+    return rect_path, square_path
+
+
+def _default_calibration(folder: Path, images: list[Path]) -> Path:
+    """Eight flips and crops of the bundled images (enough to run int8, not to tune it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in images:
+        image = cv2.imread(str(path))
+        height, width = image.shape[:2]
+        for suffix, variant in {'': image, '_flip': image[:, ::-1],
+                                '_top': image[:height * 3 // 4],
+                                '_right': image[:, width // 4:]}.items():
+            cv2.imwrite(str(folder / f'{path.stem}{suffix}.jpg'), variant)
+    return folder
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--backends', nargs='+', default=['onnx', 'cpu'])
+    parser.add_argument('--backends', nargs='+', default=DEFAULT_CONFIGS,
+                        help='configurations, BACKEND[:PRECISION][:square], e.g. onnx '
+                             'openvino:int8 openvino:fp16:square auto')
     parser.add_argument('--frames', type=int, default=5, help='frames per round and config')
     parser.add_argument('--rounds', type=int, default=12)
     parser.add_argument('--seed', type=int, default=0, help='seed of the per-round order')
     parser.add_argument('--image', type=Path, default=None, help='default: ultralytics bus.jpg')
     parser.add_argument('--model', default='yolov8n')
+    parser.add_argument('--calibration-dir', type=Path, default=None,
+                        help='int8 calibration images (default: flips and crops of the bundled '
+                             'images)')
     parser.add_argument('--no-ultralytics', action='store_true')
     parser.add_argument('--dds-profile', default='default',
                         help="'default' (Fast DDS built-in transports), 'large-images' "
                              '(config/fastdds_large_images.xml) or a profile XML path; used '
                              'by this process and the node processes alike')
     args = parser.parse_args(argv)
+    configs_wanted = [parse_config(spec) for spec in dict.fromkeys(args.backends)]
     if args.dds_profile != 'default':
         profile = Path(__file__).resolve().parent.parent / 'config' / \
             'fastdds_large_images.xml' if args.dds_profile == 'large-images' \
@@ -120,95 +238,128 @@ def main(argv: list[str] | None = None) -> int:
     from vision_nodes.tools.client import NodeProcess, VisionNodeClient, wait_for
     from vision_nodes.tools.demo import bundled_images
     from vision_nodes.ros.image_input import numpy_to_image
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.manifest import load_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tasks.detect import DetectionParams
 
     image_path = args.image or next(p for p in bundled_images() if p.name == 'bus.jpg')
     bgr = cv2.imread(str(image_path))
-    manifest = resolve_manifest(args.model)
+    work = Path(tempfile.mkdtemp(prefix='bench_detect_'))
+    atexit.register(shutil.rmtree, work, True)
+    calibration = args.calibration_dir or _default_calibration(work / 'calibration',
+                                                               bundled_images())
+    rect_file, square_file = _bench_manifests(args.model, calibration, work)
+    manifests = {True: load_manifest(rect_file), False: load_manifest(square_file)}
+    manifest = manifests[True]
     params = DetectionParams(manifest.thresholds.confidence, manifest.thresholds.iou,
                              manifest.thresholds.max_detections)
     print(f'image {image_path.name} {bgr.shape[1]}x{bgr.shape[0]}, model {manifest.name} '
           f'{manifest.input_size[1]}x{manifest.input_size[0]}, {os.cpu_count()} CPUs; '
           f'{args.rounds} rounds x {args.frames} frames per configuration; '
-          f'DDS profile: {args.dds_profile}', flush=True)
+          f'DDS profile: {args.dds_profile}; int8 calibration: {calibration} '
+          f"({len([p for p in Path(calibration).iterdir() if p.is_file()])} files)", flush=True)
 
-    # ---- in-process pipelines (also export / warm the engine cache for the nodes)
-    pipelines = {b: build_pipeline(manifest, b) for b in args.backends}
+    # ---- in-process pipelines (also export / convert / quantize into the engine cache, so
+    # the nodes find every artifact built)
+    pipelines, tensors = {}, {}
+    for cfg in configs_wanted:
+        started = time.monotonic()
+        pipeline = build_pipeline(manifests[cfg.rect], cfg.backend, precision=cfg.precision,
+                                  calibration_dir=str(calibration))
+        shape = pipeline.input_shape(bgr.shape[:2])
+        pipeline.runner.prepare_shape(shape)
+        tensors[cfg.spec] = pipeline.task.preprocess(bgr, 'bgr8', shape)[0]
+        pipelines[cfg.spec] = pipeline
+        runner = pipeline.runner
+        print(f'  {cfg.spec}: {runner.config.backend} at {runner.config.precision}, input '
+              f'{shape[1]}x{shape[0]}, loaded in {time.monotonic() - started:.1f} s', flush=True)
     # PyTorch's thread count is process-wide and Ultralytics changes it (see below): each
     # configuration runs with the count its own code would choose.
     torch_threads: dict[str, int] = {}
     default_threads = sys.modules['torch'].get_num_threads() if 'torch' in sys.modules else 0
-    tensor, _ = pipelines[args.backends[0]].task.preprocess(bgr, 'bgr8')
 
-    # ---- one node process per backend, each on its own topics
+    # ---- one node process per configuration, each on its own topics
     reliable = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
-    nodes, clients, pubs, queues = {}, {}, {}, {}
-    for backend in args.backends:
-        name = f'bench_{backend}'
-        nodes[backend] = NodeProcess({'backend': backend, 'model': args.model},
-                                     node_name=name, namespace=f'/{name}')
-        clients[backend] = VisionNodeClient(f'/{name}/{name}', f'{name}_client')
-    for backend in args.backends:
-        client = clients[backend]
+    nodes, clients, pubs, queues, names = {}, {}, {}, {}, {}
+    for index, cfg in enumerate(configs_wanted):
+        name = names[cfg.spec] = f'bench_{index}'
+        nodes[cfg.spec] = NodeProcess(
+            {'backend': cfg.backend, 'precision': cfg.precision,
+             'model': str(rect_file if cfg.rect else square_file)},
+            node_name=name, namespace=f'/{name}')
+        clients[cfg.spec] = VisionNodeClient(f'/{name}/{name}', f'{name}_client')
+    for cfg in configs_wanted:
+        client, name = clients[cfg.spec], names[cfg.spec]
         client.wait_for_node(60)
         if not (client.change_state('configure', 600) and client.change_state('activate')):
-            print(nodes[backend].output())
+            print(nodes[cfg.spec].output())
             return 1
-        name = f'bench_{backend}'
-        queues[backend] = client.subscribe(Detection2DArray, f'/{name}/detections', 10)
-        pubs[backend] = client.publisher(Image, f'/{name}/image', reliable)
+        queues[cfg.spec] = client.subscribe(Detection2DArray, f'/{name}/detections', 10)
+        pubs[cfg.spec] = client.publisher(Image, f'/{name}/image', reliable)
     msg = numpy_to_image(bgr, 'bgr8')
     # Harness latency after DDS delivered an answer: its reception → this process's callback.
     wakeups: list[float] = []
+    last_answer: dict[str, Any] = {}
 
-    def node_frame(backend: str, seq: int) -> float:
-        msg.header.frame_id = f'{backend}_{seq}'
+    def node_frame(key: str, seq: int) -> float:
+        msg.header.frame_id = f'{key}_{seq}'
         start = time.time_ns()  # DDS reception timestamps are system-clock nanoseconds
-        pubs[backend].publish(msg)
-        got = queues[backend].get_stamped(
+        pubs[key].publish(msg)
+        got = queues[key].get_stamped(
             timeout=30.0, predicate=lambda m: m.header.frame_id == msg.header.frame_id)
         if got is None:
-            raise RuntimeError(f'node {backend} did not answer frame {seq}')
+            raise RuntimeError(f'node {key} did not answer frame {seq}')
         arrival = got[0]
+        last_answer[key] = got[1]
         wakeups.append((arrival.callback_ns - arrival.received_ns) / 1e9)
         return (arrival.received_ns - start) / 1e9
 
-    ultra = ultra_proc = None
-    if not args.no_ultralytics and 'onnx' in pipelines:
+    ultra_pt = ultra = ultra_proc = None
+    first_client = clients[configs_wanted[0].spec]
+    if not args.no_ultralytics:
         import subprocess
 
         from vision_nodes.loaders.ultralytics import import_ultralytics
 
-        onnx_path = str(pipelines['onnx'].runner.model_path)
-        ultra = import_ultralytics().YOLO(onnx_path, task='detect')
         import torch
 
         default_threads = default_threads or torch.get_num_threads()
-        ultra.predict(bgr, imgsz=manifest.input_size[0], verbose=False, device='cpu')
+        YOLO = import_ultralytics().YOLO
+        # Ultralytics' default way: the .pt on PyTorch, its own device and thread choice.
+        ultra_pt = YOLO(str(manifest.weights_path()))
+        ultra_pt.predict(bgr, conf=params.confidence, iou=params.iou, verbose=False)
         # Ultralytics' CPU device setup calls torch.set_num_threads(cpu_count - 1).
-        torch_threads['ultralytics predict (same .onnx)'] = torch.get_num_threads()
-        # The same .onnx behind Ultralytics in a plain ROS node, on the same DDS path.
-        ultra_proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name('ultralytics_reference_node.py')),
-             onnx_path, '--ros-args', '-r', '__ns:=/bench_ultra'],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = clients[args.backends[0]]
-        queues['ultra'] = client.subscribe(Detection2DArray, '/bench_ultra/detections', 10)
-        pubs['ultra'] = client.publisher(Image, '/bench_ultra/image', reliable)
+        torch_threads[ULTRA_PT] = torch.get_num_threads()
+        onnx_spec = next((c.spec for c in configs_wanted
+                          if c.backend == 'onnx' and c.precision == 'fp32'), None)
+        if onnx_spec is not None:
+            onnx_path = str(pipelines[onnx_spec].runner.model_path)
+            ultra = YOLO(onnx_path, task='detect')
+            ultra.predict(bgr, imgsz=manifest.input_size[0], verbose=False, device='cpu')
+            torch_threads[ULTRA_ONNX] = torch.get_num_threads()
+            # The same .onnx behind Ultralytics in a plain ROS node, on the same DDS path.
+            ultra_proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).with_name('ultralytics_reference_node.py')),
+                 onnx_path, '--ros-args', '-r', '__ns:=/bench_ultra'],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            queues['ultra'] = first_client.subscribe(Detection2DArray,
+                                                     '/bench_ultra/detections', 10)
+            pubs['ultra'] = first_client.publisher(Image, '/bench_ultra/image', reliable)
 
     configs: dict[str, object] = {}
-    for backend in args.backends:
-        p = pipelines[backend]
-        configs[f'{backend}: bare runner'] = lambda p=p: p.runner.infer(tensor)
-        configs[f'{backend}: pipeline'] = lambda p=p: p.process(bgr, 'bgr8', params)
-        configs[f'{backend}: node path'] = backend
+    for cfg in configs_wanted:
+        p, tensor = pipelines[cfg.spec], tensors[cfg.spec]
+        configs[f'{cfg.spec}: bare runner'] = lambda p=p, t=tensor: p.runner.infer(t)
+        configs[f'{cfg.spec}: pipeline'] = lambda p=p: p.process(bgr, 'bgr8', params)
+        configs[f'{cfg.spec}: node path'] = cfg.spec
+    if ultra_pt is not None:
+        configs[ULTRA_PT] = lambda: ultra_pt.predict(bgr, conf=params.confidence,
+                                                     iou=params.iou, verbose=False)
     if ultra is not None:
-        configs['ultralytics predict (same .onnx)'] = lambda: ultra.predict(
+        configs[ULTRA_ONNX] = lambda: ultra.predict(
             bgr, imgsz=manifest.input_size[0], conf=params.confidence, iou=params.iou,
             verbose=False, device='cpu')
-        configs['ultralytics in a ROS node (same .onnx)'] = 'ultra'
+        configs[ULTRA_NODE] = 'ultra'
 
     for key, pub in pubs.items():
         if not wait_for(lambda pub=pub: pub.get_subscription_count() > 0, 60.0):
@@ -239,10 +390,15 @@ def main(argv: list[str] | None = None) -> int:
                 if round_index and frame:
                     by_round[label][round_index - 1].append(elapsed)
 
-    for backend in args.backends:
-        clients[backend].change_state('deactivate')
-        clients[backend].close()
-        nodes[backend].stop()
+    chosen: dict[str, list[str]] = {}
+    for cfg in configs_wanted:
+        clients[cfg.spec].change_state('deactivate')
+        clients[cfg.spec].close()
+        nodes[cfg.spec].stop()
+        chosen[cfg.spec] = [line.split(']: ', 1)[-1] for line in
+                            nodes[cfg.spec].output().splitlines()
+                            if "auto: chose" in line or 'precision auto:' in line
+                            or 'openvino: device' in line]
     for p in pipelines.values():
         p.close()
     if ultra_proc is not None:
@@ -258,29 +414,52 @@ def main(argv: list[str] | None = None) -> int:
         print(f'{label:<{width}}  {med[label]:9.1f}  {p90:7.1f}')
     print(f'\nnode paths end at DDS delivery to this process; its executor then took '
           f'{_median_ms(wakeups):.2f} ms (median) more to run the callback, not counted')
+    print('\nwhat the nodes ran (their log):')
+    for spec, lines in chosen.items():
+        for line in lines:
+            print(f'  {spec}: {line}')
+
+    if ultra_pt is not None:
+        ref = ultra_pt.predict(bgr, conf=params.confidence, iou=params.iou, verbose=False)[0]
+        ref_arrays = (ref.boxes.xyxy.numpy(), ref.boxes.conf.numpy(),
+                      ref.boxes.cls.numpy().astype(int))
+        print(f'\nsame objects as {ULTRA_PT} (score >= 0.5, same class, IoU >= 0.9), '
+              'last node answer:')
+        for cfg in configs_wanted:
+            answer = last_answer.get(cfg.spec)
+            verdict_text = same_objects(_message_arrays(answer), ref_arrays) \
+                if answer is not None else 'no answer kept'
+            print(f'  {cfg.spec:<24} {verdict_text}')
+
     print(f'\nratios (paired by round: median of {args.rounds} rounds [95 % interval]):')
 
     def show(name: str, num: str, den: str, limit: float | None = None,
              strict: bool = False) -> None:
+        if num not in by_round or den not in by_round:
+            return
         ratio = paired_ratio(by_round[num], by_round[den])
         aim = f'   {verdict(ratio, limit, strict)}' if limit is not None else ''
-        print(f'  {name:<38} = {ratio}{aim}')
+        print(f'  {name:<{name_width}} = {ratio}{aim}')
 
+    name_width = max(len(c.spec) for c in configs_wanted) + 40
     if args.rounds < 10:
         print('  (fewer than 10 rounds: the intervals are rough)')
-    for backend in args.backends:
+    onnx_node = 'onnx: node path'
+    for cfg in configs_wanted:
+        spec = cfg.spec
         # The 1.10 target is set for ONNX Runtime, the embedded default.
-        show(f'{backend}: node path / bare runner', f'{backend}: node path',
-             f'{backend}: bare runner', 1.10 if backend == 'onnx' else None)
-        show(f'{backend}: pipeline / bare runner', f'{backend}: pipeline',
-             f'{backend}: bare runner')
-    if 'onnx' in args.backends and 'cpu' in args.backends:
-        show('torch bare / onnx bare', 'cpu: bare runner', 'onnx: bare runner')
-    if ultra is not None:
-        show('onnx node path / ultralytics predict', 'onnx: node path',
-             'ultralytics predict (same .onnx)', 1.0, strict=True)
-        show('onnx node path / ultralytics node', 'onnx: node path',
-             'ultralytics in a ROS node (same .onnx)')
+        show(f'{spec}: node path / bare runner', f'{spec}: node path', f'{spec}: bare runner',
+             1.10 if spec == 'onnx' else None)
+        show(f'{spec}: pipeline / bare runner', f'{spec}: pipeline', f'{spec}: bare runner')
+    for cfg in configs_wanted:
+        if cfg.spec != 'onnx':
+            show(f'{cfg.spec} node path / onnx node path', f'{cfg.spec}: node path', onnx_node,
+                 0.45 if cfg.spec == 'openvino:int8' else None)
+    for cfg in configs_wanted:
+        show(f'{cfg.spec} node path / ultralytics .pt predict', f'{cfg.spec}: node path',
+             ULTRA_PT, 1 / 3 if cfg.spec == 'auto' else None)
+    show('onnx node path / ultralytics predict', onnx_node, ULTRA_ONNX, 1.0, strict=True)
+    show('onnx node path / ultralytics node', onnx_node, ULTRA_NODE)
     return 0
 
 

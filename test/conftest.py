@@ -60,3 +60,19 @@ def bus_bgr(assets) -> np.ndarray:
     image = cv2.imread(str(assets / 'bus.jpg'))
     assert image is not None
     return image
+
+
+@pytest.fixture(scope='session')
+def calibration_dir(tmp_path_factory, assets) -> Path:
+    """Make a small int8 calibration folder: bus.jpg and zidane.jpg, flipped, cropped (8)."""
+    import cv2
+
+    folder = tmp_path_factory.mktemp('calibration')
+    for name in ('bus', 'zidane'):
+        image = cv2.imread(str(assets / f'{name}.jpg'))
+        height, width = image.shape[:2]
+        variants = {'': image, '_flip': image[:, ::-1], '_top': image[:height * 3 // 4],
+                    '_right': image[:, width // 4:]}
+        for suffix, variant in variants.items():
+            assert cv2.imwrite(str(folder / f'{name}{suffix}.jpg'), variant)
+    return folder

@@ -54,14 +54,21 @@ def test_final_detections_agree(pipelines, bus_bgr):
 
 
 def test_matches_ultralytics_predict_on_the_same_onnx(pipelines, bus_bgr):
-    """An independent reference: Ultralytics' own pre/post-processing on our exported file."""
+    """An independent reference: Ultralytics' own pre/post-processing on our exported file.
+
+    Ultralytics runs an .onnx with a fixed batch size at the square export shape, so ours
+    runs at that shape here too (rect inference is compared in test_rect.py).
+    """
     from ultralytics import YOLO
 
-    onnx_path = pipelines['onnx'].runner.model_path
+    onnx = pipelines['onnx']
+    onnx_path = onnx.runner.model_path
     assert onnx_path.name == ONNX_FILE
     ref = YOLO(str(onnx_path), task='detect').predict(
         bus_bgr, imgsz=640, conf=0.25, iou=0.45, verbose=False, device='cpu')[0]
-    ours = pipelines['onnx'].process(bus_bgr, 'bgr8', DetectionParams(0.25, 0.45, 300))
+    tensor, meta = onnx.task.preprocess(bus_bgr, 'bgr8', (640, 640))
+    ours = onnx.task.postprocess(onnx.runner.infer(tensor), meta,
+                                 DetectionParams(0.25, 0.45, 300))
     ref_boxes = ref.boxes.xyxy.numpy()
     ref_cls = ref.boxes.cls.numpy().astype(int)
     ref_conf = ref.boxes.conf.numpy()

@@ -579,5 +579,7 @@ def test_onnx_runner_never_runs_a_corrupted_cached_model(model_dir, engine_cache
         dets = rebuilt.process(bus_bgr, 'bgr8', DetectionParams())
     finally:
         rebuilt.close()
-    assert len(dets) == len(expected) == 5
+    # The rebuilt entry gives the good model's detections (bus.jpg: a handful), not the
+    # corrupted one's (97 in the report).
+    assert len(dets) == len(expected) and 4 <= len(expected) <= 8
     np.testing.assert_allclose(dets.boxes, expected.boxes, atol=1e-3)

@@ -59,7 +59,8 @@ def test_shipped_manifest() -> None:
     assert m.weights == 'yolov8n.pt'
     assert m.architecture == 'ultralytics'
     assert m.input_size == (640, 640)
-    assert m.backends == ('cpu', 'cuda', 'rocm', 'onnx')
+    assert m.backends == ('cpu', 'cuda', 'rocm', 'onnx', 'openvino', 'tensorrt')
+    assert m.precisions is None and m.calibration_dir == '' and m.rect is True
     assert m.labels is None
     assert m.preprocessing.letterbox is True
     assert m.preprocessing.pad_value == 114

@@ -43,6 +43,7 @@ def test_backend_map_covers_every_known_backend():
 def test_reserved_and_unknown_backends_say_so():
     """A reserved name without a runner says so; unknown names list the choices."""
     assert runner_class('tensorrt').__name__ == 'TensorRTRunner'
+    assert runner_class('openvino').__name__ == 'OpenVinoRunner'
     for reserved in [name for name, target in BACKEND_MAP.items() if target is None]:
         with pytest.raises(RunnerError, match=f"'{reserved}' is reserved but has no runner"):
             runner_class(reserved)
@@ -60,16 +61,20 @@ def test_manifest_backends_are_checked(manifest):
 
 
 def test_auto_prefers_the_fastest_available(manifest, config):
-    """On a machine without a GPU, auto skips cuda/rocm and loads ONNX Runtime."""
-    assert auto_candidates(manifest) == ['cuda', 'rocm', 'onnx', 'cpu']
+    """On a machine without a GPU, auto skips cuda/rocm and loads OpenVINO (before ONNX)."""
+    assert AUTO_PRIORITY.index('openvino') < AUTO_PRIORITY.index('onnx')
+    assert auto_candidates(manifest) == [
+        b for b in ('tensorrt', 'cuda', 'rocm', 'openvino', 'onnx', 'cpu')
+        if BACKEND_MAP[b] is not None]
     torch = pytest.importorskip('torch')
+    pytest.importorskip('openvino', reason='OpenVINO is not installed')
     if torch.cuda.is_available():
         pytest.skip('a GPU is visible: auto would pick it')
     chosen = []
     runner = create_runner(replace(config, backend='auto'), chosen.append)
     try:
-        assert runner.config.backend == 'onnx'
-        assert chosen[-1] == "backend auto: chose 'onnx'"
+        assert runner.config.backend == 'openvino'
+        assert chosen[-1] == "backend auto: chose 'openvino'"
     finally:
         runner.unload()
 

@@ -200,15 +200,15 @@ def test_old_tensorrt_or_missing_cuda_python_are_refused(monkeypatch, fake_gpu):
 def test_build_on_miss_load_on_hit_and_release(fake_trt, fake_gpu, config, log, yolo_onnx):
     """A miss builds from the ONNX and caches; a hit loads the verified bytes; unload frees."""
     runner = create_runner(config)
-    assert runner.cache_hit is False and runner.dynamic_shapes is False
+    # The export has dynamic height and width: the engine's profile covers rect shapes.
+    assert runner.cache_hit is False and runner.dynamic_shapes is True
     assert runner.engine_path.name == 'yolov8n_trt_fp32.engine'
     assert len(_calls(fake_trt, 'Builder')) == 1
     assert _calls(fake_trt, 'set_flag') == []
     built = fake_trt.built[0]
     assert built['onnx_sha256'] == file_sha256(yolo_onnx)
-    # The ONNX is fixed at 640x640, so the rect profile falls back to a fixed one.
-    assert built['profile'] == [[1, 3, 640, 640]] * 3
-    assert any('fixed at 640x640' in line for line in log)
+    assert built['profile'] == [[1, 3, 32, 32], [1, 3, 640, 640], [1, 3, 640, 640]]
+    assert not any('fixed at 640x640' in line for line in log)
     assert any(line.startswith("building a TensorRT 10.13.0.35 fp32 engine for 'yolov8n_trt' "
                                'on NVIDIA Fake RTX 4090 (sm 8.9)') for line in log)
     assert 'TensorRT build: Building engine (2 steps)' in log

@@ -31,14 +31,21 @@ from .text import clip, show
 #: Every backend name a manifest may list (``auto`` is a node parameter value, not a backend).
 KNOWN_BACKENDS = ('cpu', 'cuda', 'rocm', 'onnx', 'tensorrt', 'openvino')
 KNOWN_TASKS = ('detect', 'depth')
-KNOWN_ARCHITECTURES = ('ultralytics', 'onnx', 'transformers')
+#: How weights load: PyTorch checkpoints (ultralytics), a save_pretrained folder
+#: (transformers), an .onnx file, or an OpenVINO IR (an .xml with its .bin, or a folder
+#: holding one, e.g. an Ultralytics ``*_openvino_model``).
+KNOWN_ARCHITECTURES = ('ultralytics', 'onnx', 'transformers', 'openvino')
+#: Precisions a manifest may restrict itself to (the ``precision`` setting adds ``auto``).
+KNOWN_PRECISIONS = ('fp32', 'fp16', 'int8')
+#: Backends that can run each artifact-only architecture (PyTorch needs PyTorch weights).
+ARCHITECTURE_BACKENDS = {'onnx': ('onnx', 'tensorrt', 'openvino'), 'openvino': ('openvino',)}
 COLOR_ORDERS = ('rgb', 'bgr')
 INTERPOLATIONS = ('linear', 'cubic')
 DEPTH_KINDS = ('metric', 'relative')
 DEPTH_OUTPUTS = ('depth', 'disparity')
 #: Multiple the input size must be of, per architecture, when the manifest gives no ``stride``:
 #: the YOLO networks' largest stride; a ViT's patch size (Depth Anything: 14).
-DEFAULT_STRIDES = {'ultralytics': 32, 'onnx': 32, 'transformers': 14}
+DEFAULT_STRIDES = {'ultralytics': 32, 'onnx': 32, 'transformers': 14, 'openvino': 32}
 
 #: Environment variable consulted when the ``model_dir`` parameter is empty.
 MODEL_DIR_ENV = 'VISION_NODES_MODEL_DIR'
@@ -105,28 +112,39 @@ class ModelManifest:
     #: Rect inference: where the runtime allows it, a letterboxed model runs at the smallest
     #: stride multiple that holds the camera's aspect ratio instead of the full input_size.
     rect: bool = True
+    #: Precisions this model may run at (None: whatever the backend can do). A pre-quantized
+    #: INT8 IR, for example, only runs int8.
+    precisions: tuple[str, ...] | None = None
+    #: Folder of calibration images for int8 quantization ('' = none; the ``calibration_dir``
+    #: setting of the node overrides it). Relative paths resolve like ``weights``.
+    calibration_dir: str = ''
     source: Path | None = None
     #: Depth models only: what the output means.
     depth: DepthSpec | None = None
     #: Input sides are multiples of this (32 for YOLO, the patch size 14 for Depth Anything).
     stride: int = 32
 
-    def weights_path(self, model_dir: str | os.PathLike | None = None) -> Path:
-        """Resolve the weights path.
+    def resolve_path(self, value: str, model_dir: str | os.PathLike | None = None) -> Path:
+        """Resolve a path of this manifest (weights, calibration images).
 
         Absolute paths are used as they are. Relative ones resolve against ``model_dir``,
         else the ``VISION_NODES_MODEL_DIR`` environment variable, else the manifest's folder.
         """
-        path = Path(os.path.expanduser(self.weights))
+        path = Path(os.path.expanduser(value))
         if path.is_absolute():
             return path
         base = model_dir or os.environ.get(MODEL_DIR_ENV) or (
             self.source.parent if self.source else Path.cwd())
         return Path(os.path.expanduser(str(base))) / path
 
+    def weights_path(self, model_dir: str | os.PathLike | None = None) -> Path:
+        """Resolve the weights path (see :meth:`resolve_path`)."""
+        return self.resolve_path(self.weights, model_dir)
+
 
 _TOP_KEYS = ('name', 'task', 'weights', 'architecture', 'input_size', 'backends',
-             'preprocessing', 'labels', 'thresholds', 'rect', 'depth', 'stride')
+             'preprocessing', 'labels', 'thresholds', 'rect', 'depth', 'stride', 'precisions',
+             'calibration_dir')
 _REQUIRED = ('name', 'task', 'weights', 'input_size', 'backends')
 #: A model name: a ROS 2 name token (it becomes a namespace and part of cache folder names).
 _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
@@ -347,7 +365,8 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
 
     architecture = data.get('architecture')
     if architecture is None:
-        architecture = 'onnx' if weights.endswith('.onnx') else 'ultralytics'
+        architecture = {'.onnx': 'onnx', '.xml': 'openvino'}.get(
+            Path(weights).suffix.lower(), 'ultralytics')
     if not isinstance(architecture, str) or architecture not in KNOWN_ARCHITECTURES:
         raise _fail(source, 'architecture',
                     f"{show(architecture)} is not one of {', '.join(KNOWN_ARCHITECTURES)}")
@@ -367,12 +386,30 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         if not isinstance(b, str) or b not in KNOWN_BACKENDS:
             raise _fail(source, f'backends[{i}]',
                         f"unknown backend {show(b)} (known: {', '.join(KNOWN_BACKENDS)})")
-    if architecture == 'onnx':
-        torch_only = [b for b in backends if b in ('cpu', 'cuda', 'rocm')]
-        if torch_only:
+    if architecture in ARCHITECTURE_BACKENDS:
+        allowed = ARCHITECTURE_BACKENDS[architecture]
+        wrong = [b for b in dict.fromkeys(backends) if b not in allowed]
+        if wrong:
             raise _fail(source, 'backends',
-                        f"{', '.join(dict.fromkeys(torch_only))} need PyTorch weights; an "
-                        '.onnx model supports onnx, tensorrt and openvino')
+                        f"{', '.join(wrong)} cannot run '{architecture}' weights (they "
+                        f"support {', '.join(allowed)}; PyTorch backends need PyTorch weights)")
+
+    precisions = data.get('precisions')
+    if precisions is not None:
+        _expect(source, 'precisions', precisions, list, 'a list of precisions')
+        if not precisions:
+            raise _fail(source, 'precisions', 'must name at least one precision (or leave '
+                        'the field out)')
+        for i, value in enumerate(precisions):
+            if not isinstance(value, str) or value not in KNOWN_PRECISIONS:
+                raise _fail(source, f'precisions[{i}]', f'unknown precision {show(value)} '
+                            f"(known: {', '.join(KNOWN_PRECISIONS)})")
+        precisions = tuple(dict.fromkeys(precisions))
+    calibration_dir = _expect(source, 'calibration_dir', data.get('calibration_dir', ''), str,
+                              'a folder path string')
+    if len(calibration_dir) > MAX_PATH_CHARS or '\0' in calibration_dir:
+        raise _fail(source, 'calibration_dir', f'{show(calibration_dir, 40)} is not a usable '
+                    f'path (at most {MAX_PATH_CHARS} characters, no NUL)')
 
     return ModelManifest(
         name=name, task=task, weights=weights, architecture=architecture,
@@ -381,7 +418,8 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         labels=_parse_labels(source, data.get('labels', 'from_weights')),
         thresholds=_parse_thresholds(source, data.get('thresholds')),
         rect=_expect(source, 'rect', data.get('rect', True), bool, 'true or false'),
-        source=path, depth=_parse_depth(source, task, data.get('depth')), stride=stride)
+        precisions=precisions, calibration_dir=calibration_dir, source=path,
+        depth=_parse_depth(source, task, data.get('depth')), stride=stride)
 
 
 def _read_manifest_bytes(path: Path) -> bytes:

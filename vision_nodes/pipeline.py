@@ -20,6 +20,7 @@ from .runners.base import Runner, RunnerConfig, RunnerError
 from .runners.registry import backend_report, check_supported, create_runner
 from .tasks import Task, create_task
 from .tasks.preprocess import rect_shape
+from .text import clip
 
 Log = Callable[[str], None]
 
@@ -92,6 +93,9 @@ class Pipeline:
 
 def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: str | Path,
             **options: Any) -> RunnerConfig:
+    if not options.get('calibration_dir') and manifest.calibration_dir:
+        options['calibration_dir'] = str(manifest.resolve_path(manifest.calibration_dir,
+                                                               model_dir or None))
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(model_dir or None),
                         backend=backend, cache=EngineCache(cache_dir or default_cache_dir()),
                         **options)
@@ -164,7 +168,8 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str, *, model_d
             if backend != 'auto':
                 raise
             failures.append(f'{candidate}: {exc}')
-            log(f"backend auto: '{candidate}' failed to load ({exc}); trying the next one")
+            log(f"backend auto: '{candidate}' failed to load ({clip(exc, 600)}); trying the "
+                'next one')
             continue
         if backend == 'auto':
             log(f"backend auto: chose '{candidate}'")

@@ -1,17 +1,26 @@
-"""Export PyTorch weights to ONNX, through the engine cache.
+"""Export PyTorch weights to ONNX, through the engine cache: the first step of the chain.
+
+weights → ONNX (this file) → OpenVINO IR (``openvino_convert``) → INT8 IR (``quantize``), and
+ONNX → TensorRT engine / fp16 ONNX: each step is one cache entry keyed on its parent's hash.
 
 The cache key covers the weights' content hash, the architecture, input size, precision, opset
 and this exporter's version. Tool versions (torch, onnxslim) are recorded in the entry but kept
 out of the key, so a deployment without torch can still find an artifact exported earlier.
+
+For letterboxed models with rect inference on (the manifest's default), the graph has dynamic
+height and width (and the output dimensions that follow them), so runtimes that allow it run
+other shapes than ``input_size``; ``input_size`` is the shape it was traced at and the largest
+the node asks for. Other models (stretched to their input size) are exported static.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .cache import CacheEntry, CacheError, EngineCache, file_sha256
 from ..manifest import ModelManifest
@@ -19,7 +28,7 @@ from ..loaders import ModelLoadError, check_weights, load_torch_module
 from ..text import clip
 
 #: Bump whenever the exported graph would change for the same inputs.
-EXPORTER_VERSION = 1
+EXPORTER_VERSION = 2  # 2: dynamic height/width
 DEFAULT_OPSET = 17
 ONNX_FILE = 'model.onnx'
 LABELS_METADATA_KEY = 'vision_nodes.labels'
@@ -54,6 +63,14 @@ def export_options(manifest: ModelManifest) -> dict[str, Any]:
     return {'output_names': OUTPUT_NAMES.get(manifest.task, ['output0'])}
 
 
+def dynamic_export(manifest: ModelManifest) -> bool:
+    """Whether the export asks for dynamic height and width (rect inference)."""
+    return manifest.rect and manifest.preprocessing.letterbox
+
+
+Log = Callable[[str], None]
+
+
 def onnx_cache_fields(manifest: ModelManifest, weights: Path, precision: str,
                       opset: int = DEFAULT_OPSET) -> dict[str, Any]:
     """Return the fields that make up the ONNX artifact's cache key."""
@@ -63,6 +80,7 @@ def onnx_cache_fields(manifest: ModelManifest, weights: Path, precision: str,
         'input_size': list(manifest.input_size),
         'precision': precision,
         'opset': opset,
+        'dynamic': dynamic_export(manifest),
         'exporter': f'vision_nodes-onnx/{EXPORTER_VERSION}',
     }
 
@@ -76,15 +94,20 @@ def export_onnx(manifest: ModelManifest, weights: Path, out_path: Path,
     if precision != 'fp32':
         raise ValueError(f"ONNX export supports precision 'fp32' here, not '{precision}'")
     module, labels = load_torch_module(manifest, weights, cache_dir)
+    _trace_every_shape(module)
     height, width = manifest.input_size
     example = torch.zeros(1, 3, height, width)
+    output_names = export_options(manifest)['output_names']
     with torch.inference_mode(), warnings.catch_warnings():
-        # Shape-dependent Python in the models (fixed here: the export has one input size)
-        # makes the tracer warn once per site; the graph is right for that size.
+        # Shape-dependent Python in the models makes the tracer warn once per site; the
+        # dynamic axes below are checked by running a second shape.
         warnings.simplefilter('ignore', torch.jit.TracerWarning)
+        dynamic_axes = _dynamic_axes(module, example, output_names) \
+            if dynamic_export(manifest) else {}
         torch.onnx.export(module, (example,), str(out_path), opset_version=opset,
-                          input_names=['images'], do_constant_folding=True, dynamo=False,
-                          **export_options(manifest))
+                          input_names=['images'], output_names=output_names,
+                          dynamic_axes=dynamic_axes or None, do_constant_folding=True,
+                          dynamo=False)
     versions: dict[str, Any] = {'torch': torch.__version__}
     import onnx
 
@@ -106,18 +129,66 @@ def export_onnx(manifest: ModelManifest, weights: Path, out_path: Path,
     return versions
 
 
+def _trace_every_shape(module: Any) -> None:
+    """Make heads that cache shape-dependent tensors recompute them in every forward.
+
+    Ultralytics' detection heads keep their anchor grid from the last input shape and reuse
+    it while the shape stays the same; an export traced after a forward at the same shape
+    would hold that grid as a constant and fail (or be wrong) at any other shape. With
+    ``dynamic`` set they rebuild it in each forward, so the trace records the computation.
+    """
+    for sub in module.modules():
+        if isinstance(getattr(sub, 'dynamic', None), bool) and hasattr(sub, 'anchors'):
+            sub.dynamic = True
+
+
+def _dynamic_axes(module: Any, example: Any, output_names: list[str]
+                  ) -> dict[str, dict[int, str]]:
+    """Input height/width and every output dimension that follows them, named for ONNX.
+
+    Found by running the module at the export shape and at a larger one (height + 32,
+    width + 64, different so that the two are told apart): the output dimensions that
+    change are the dynamic ones. A module that cannot run the larger shape is exported with
+    static shapes (runners then use ``input_size`` only). Only letterboxed models with rect
+    inference on ask for this: a model stretched to its input size always runs at it.
+    """
+    import torch
+
+    def shapes(x: Any) -> list[tuple[int, ...]]:
+        out = module(x)
+        return [tuple(t.shape) for t in (out if isinstance(out, (tuple, list)) else [out])]
+
+    _, _, height, width = example.shape
+    base = shapes(example)
+    try:
+        grown = shapes(torch.zeros(1, 3, height + 32, width + 64))
+    except Exception:  # noqa: BLE001 - any failure means: this model takes one shape
+        return {}
+    names = list(output_names) + [f'output{i}' for i in range(len(output_names), len(base))]
+    axes = {'images': {2: 'height', 3: 'width'}}
+    for name, a, b in zip(names, base, grown):
+        axes[name] = {d: f'{name}_dim{d}' for d in range(1, len(a)) if a[d] != b[d]}
+    return axes
+
+
 def ensure_onnx(manifest: ModelManifest, weights: Path, cache: EngineCache,
-                precision: str = 'fp32', opset: int = DEFAULT_OPSET) -> CacheEntry:
+                precision: str = 'fp32', opset: int = DEFAULT_OPSET,
+                log: Log | None = None) -> CacheEntry:
     """Return the cached ONNX export of the weights, exporting it on a miss."""
     fields = onnx_cache_fields(manifest, weights, precision, opset)
+    say = log or _log.info
 
     def build(folder: Path) -> None:
-        _log.info('exporting %s to ONNX (opset %d) into the engine cache', weights, opset)
+        shape = 'dynamic height and width' if dynamic_export(manifest) else 'static shape'
+        say(f'artifacts: exporting {clip(weights.name)} to ONNX (opset {opset}, {shape}) into '
+            'the engine cache')
+        started = time.monotonic()
         versions = export_onnx(manifest, weights, folder / ONNX_FILE, precision, opset,
                                cache.root)
         if weights_sha256(weights) != fields['weights_sha256']:  # never B's export under A
             raise CacheError(f"weights '{clip(weights)}' changed while being exported; "
                              'configure again')
         (folder / 'tools.json').write_text(json.dumps(versions, indent=2))
+        say(f'artifacts: ONNX export done in {time.monotonic() - started:.1f} s')
 
     return cache.get_or_build(manifest.name, 'onnx', fields, build, files=(ONNX_FILE,))

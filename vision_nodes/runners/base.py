@@ -17,11 +17,11 @@ import numpy as np
 
 from ..platform.allocator import release_freed_memory
 from ..artifacts.cache import EngineCache
-from ..manifest import ModelManifest
+from ..manifest import KNOWN_PRECISIONS, ModelManifest
 from ..text import clip
 
 #: Values of the ``precision`` setting; :meth:`Runner.auto_precision` resolves 'auto'.
-PRECISIONS = ('auto', 'fp32', 'fp16', 'int8')
+PRECISIONS = ('auto',) + KNOWN_PRECISIONS
 
 
 class RunnerError(RuntimeError):
@@ -39,7 +39,8 @@ class RunnerConfig:
     device: str = ''
     precision: str = 'fp32'
     execution_provider: str = ''
-    #: Folder of calibration images for int8 (empty: the manifest's ``calibration_dir``).
+    #: Folder of calibration images for int8: the node's ``calibration_dir`` parameter, else
+    #: the manifest's field resolved like its weights (the pipeline fills it in); '' = none.
     calibration_dir: str = ''
     #: PyTorch on a GPU: run non-Ultralytics models through ``torch.compile`` (compiled and
     #: warmed up in ``load``; a failure falls back to eager with a warning).
@@ -71,6 +72,15 @@ class Runner(ABC):
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
         """None when ``backend`` can run on this machine, else a sentence saying why not."""
+        return None
+
+    @classmethod
+    def precision_unavailable(cls, config: RunnerConfig) -> str | None:
+        """None when ``config.precision`` can run on ``config``'s device, else why not.
+
+        Only for what the device decides; the backend table and the manifest's ``precisions``
+        are checked by ``registry.check_precision``, which calls this.
+        """
         return None
 
     @classmethod

@@ -14,6 +14,7 @@ from ..artifacts.onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
 from ..artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
 from ..limits import MAX_MANIFEST_BYTES
 from ..loaders import check_weights
+from ..platform.cpu import cpu_info
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
 from .onnx_providers import (CPU, EXECUTION_PROVIDERS, check_precision, needs_fp16_graph,
@@ -105,6 +106,9 @@ class OnnxRunner(Runner):
             raise RunnerError(f"'{clip(self.model_path)}' takes inputs ({found}); a vision "
                               'model here takes one float32 image tensor: export it so')
         self._input_name = inputs[0].name
+        # Symbolic (str) or unknown (None) height and width: any shape runs (rect inference).
+        self.dynamic_shapes = len(inputs[0].shape) == 4 and all(
+            not isinstance(d, int) for d in inputs[0].shape[2:])
         meta = self._session.get_modelmeta().custom_metadata_map
         try:
             self.labels = labels_from_metadata(meta)
@@ -174,8 +178,16 @@ class OnnxRunner(Runner):
         self._model = None
 
     def describe(self) -> dict[str, Any]:
+        import onnxruntime as ort
+
         info = super().describe()
+        info['runtime'] = f'ONNX Runtime {ort.__version__}'
         if self._session is not None:
-            info['providers'] = self._session.get_providers()
+            providers = self._session.get_providers()
+            info['providers'] = providers
+            info['device'] = 'cpu' if providers[0] == 'CPUExecutionProvider' else \
+                (self.config.device or 'default')
+            if providers[0] == 'CPUExecutionProvider':
+                info.update(cpu_info().describe())
         info['model_path'] = str(self.model_path)
         return info

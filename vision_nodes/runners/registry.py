@@ -20,13 +20,15 @@ BACKEND_MAP: dict[str, tuple[str, str] | None] = {
     'rocm': ('vision_nodes.runners.torch_runner', 'TorchRunner'),
     'onnx': ('vision_nodes.runners.onnx_runner', 'OnnxRunner'),
     'tensorrt': ('vision_nodes.runners.tensorrt_runner', 'TensorRTRunner'),
-    'openvino': None,
+    'openvino': ('vision_nodes.runners.openvino_runner', 'OpenVinoRunner'),
 }
 assert set(BACKEND_MAP) == set(KNOWN_BACKENDS)
 
 #: Precisions each backend's runner can honour, in one place ('fp16' is the device's fast
-#: reduced precision: fp16 on GPUs, bf16 on CPUs that have it). A runner may refuse one of
-#: these for the device it finds (PyTorch fp16 on a CPU); it never runs another silently.
+#: reduced precision: fp16 on GPUs, bf16 on CPUs that have it). A manifest may narrow them
+#: (``precisions``) and a runner may refuse one for the device it finds
+#: (``Runner.precision_unavailable``: OpenVINO fp16 on a CPU without bf16); all three are
+#: checked in :func:`check_precision`, and nothing ever runs another precision silently.
 BACKEND_PRECISIONS: dict[str, tuple[str, ...]] = {
     'cpu': ('fp32',),
     'cuda': ('fp32', 'fp16'),
@@ -66,8 +68,22 @@ def implemented_backends() -> tuple[str, ...]:
     return tuple(name for name, target in BACKEND_MAP.items() if target is not None)
 
 
+def check_manifest(manifest: ModelManifest) -> None:
+    """Raise RunnerError if the manifest lists a backend that can run none of its precisions."""
+    if manifest.precisions is None:
+        return
+    for backend in manifest.backends:
+        if not set(BACKEND_PRECISIONS[backend]) & set(manifest.precisions):
+            raise RunnerError(
+                f"model '{manifest.name}' lists backend '{backend}', which cannot run any of "
+                f"its precisions ({', '.join(manifest.precisions)}; '{backend}' runs "
+                f"{', '.join(BACKEND_PRECISIONS[backend])}): fix `backends` or `precisions` "
+                f'in {manifest.source or "the manifest"}')
+
+
 def check_supported(backend: str, manifest: ModelManifest) -> None:
     """Raise RunnerError unless the manifest supports ``backend`` (``auto`` always passes)."""
+    check_manifest(manifest)
     if backend == 'auto':
         return
     _check_known(backend)
@@ -106,22 +122,74 @@ def usable_backends(manifests: Sequence[ModelManifest]) -> list[str]:
     return [b for b, reason in backend_report(manifests).items() if reason is None]
 
 
-def check_precision(backend: str, precision: str) -> None:
-    """Raise RunnerError unless ``backend``'s runner can honour ``precision`` (or 'auto')."""
+def valid_precisions(backend: str, manifest: ModelManifest | None = None,
+                     config: RunnerConfig | None = None) -> tuple[str, ...]:
+    """Precisions ``backend`` runs (the table), narrowed by ``manifest`` and by the device."""
     _check_known(backend)
     valid = BACKEND_PRECISIONS[backend]
-    if precision != 'auto' and precision not in valid:
+    if manifest is not None and manifest.precisions is not None:
+        valid = tuple(p for p in valid if p in manifest.precisions)
+    if config is not None and BACKEND_MAP[backend] is not None:
+        cls = runner_class(backend)
+        valid = tuple(p for p in valid if cls.precision_unavailable(
+            replace(config, backend=backend, precision=p)) is None)
+    return valid
+
+
+def check_precision(backend: str, precision: str, manifest: ModelManifest | None = None,
+                    config: RunnerConfig | None = None) -> None:
+    """Raise RunnerError unless ``backend`` can honour ``precision`` (or 'auto').
+
+    The one place precisions are checked: the backend table, the manifest's ``precisions``
+    and, given a ``config``, what its runner can do on that device. The message lists the
+    valid ones.
+    """
+    _check_known(backend)
+    if precision == 'auto':
+        return
+    table = BACKEND_PRECISIONS[backend]
+    if precision not in table:
         raise RunnerError(f"backend '{backend}' cannot run precision '{precision}' "
-                          f"(valid for it: {', '.join(('auto',) + valid)})")
+                          f"(valid for it: {', '.join(('auto',) + table)})")
+    if manifest is not None and manifest.precisions is not None and \
+            precision not in manifest.precisions:
+        valid = valid_precisions(backend, manifest)
+        raise RunnerError(f"model '{manifest.name}' runs only precision "
+                          f"{', '.join(manifest.precisions)} (its manifest's `precisions`), "
+                          f"not '{precision}' (valid on '{backend}': "
+                          f"{', '.join(('auto',) + valid)})")
+    if config is not None and BACKEND_MAP[backend] is not None:
+        reason = runner_class(backend).precision_unavailable(
+            replace(config, backend=backend, precision=precision))
+        if reason:
+            valid = valid_precisions(backend, manifest, config)
+            raise RunnerError(f"backend '{backend}' cannot run precision '{precision}' here: "
+                              f"{reason} (valid here: {', '.join(('auto',) + valid)})")
 
 
-def resolve_precision(config: RunnerConfig) -> RunnerConfig:
-    """Return ``config`` with ``precision: auto`` replaced by the runner's choice, checked."""
-    check_precision(config.backend, config.precision)
+def resolve_precision(config: RunnerConfig,
+                      log: Callable[[str], None] = lambda _: None) -> RunnerConfig:
+    """Return ``config`` with ``precision: auto`` replaced by the runner's choice, checked.
+
+    ``auto`` is the runner's fastest precision that needs no calibration data on this device
+    (:meth:`Runner.auto_precision`); if the manifest does not allow it, the first of the
+    manifest's ``precisions`` that can run here. The choice is logged.
+    """
+    manifest = config.manifest
+    check_precision(config.backend, config.precision, manifest, config)
     if config.precision != 'auto':
         return config
     chosen = runner_class(config.backend).auto_precision(config)
-    check_precision(config.backend, chosen)
+    valid = valid_precisions(config.backend, manifest, config)
+    why = 'fastest without calibration data on this device'
+    if chosen not in valid:
+        allowed = [p for p in (manifest.precisions or ('fp32',)) if p in valid]
+        if not allowed:
+            raise RunnerError(f"precision auto: backend '{config.backend}' can run none of "
+                              f"model '{manifest.name}'s precisions here "
+                              f"({', '.join(manifest.precisions or ('fp32',))})")
+        chosen, why = allowed[0], f"the model's first allowed one; {chosen} is not allowed"
+    log(f"precision auto: '{chosen}' on backend '{config.backend}' ({why})")
     return replace(config, precision=chosen)
 
 
@@ -134,7 +202,7 @@ def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: N
         reason = cls.unavailable_reason(config.backend)
         if reason:
             raise RunnerError(f"backend '{config.backend}' is not available: {reason}")
-        runner = cls(resolve_precision(config))
+        runner = cls(resolve_precision(config, log))
         runner.load()
         return runner
     failures = []
@@ -145,7 +213,7 @@ def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: N
             failures.append(f'{backend}: {reason}')
             continue
         try:
-            runner = cls(resolve_precision(replace(config, backend=backend)))
+            runner = cls(resolve_precision(replace(config, backend=backend), log))
             runner.load()
         except Exception as exc:  # noqa: BLE001 - fall back to the next backend
             failures.append(f'{backend}: {exc}')

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..loaders import load_torch_module
+from ..platform.cpu import cpu_info
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
 
@@ -108,13 +109,13 @@ class TorchRunner(Runner):
         torch = _torch()
         cfg = self.config
         self._device = self._resolve_device()
-        if cfg.precision == 'int8':
-            raise RunnerError("the PyTorch runner has no int8 mode; use 'fp32' or 'fp16'")
-        if cfg.precision == 'fp16' and self._device.type == 'cpu':
-            raise RunnerError("precision 'fp16' needs a GPU backend (cuda or rocm)")
+        # Precisions are checked before a runner exists (registry.check_precision).
         self._dtype = torch.float16 if cfg.precision == 'fp16' else torch.float32
         module, self.labels = load_torch_module(cfg.manifest, cfg.weights, cfg.cache.root)
         self._module = self._maybe_compile(module.to(self._device, self._dtype))
+        # The eager module takes any input shape (rect inference, as in Ultralytics' predict);
+        # a compiled one is specialised to its input size.
+        self.dynamic_shapes = not self.compiled
 
     def _maybe_compile(self, module: Any) -> Any:
         """Return the compiled and warmed-up module, or ``module`` itself (eager).
@@ -163,13 +164,17 @@ class TorchRunner(Runner):
             _torch().cuda.empty_cache()
 
     def describe(self) -> dict[str, Any]:
+        torch = _torch()
         info = super().describe()
+        info['runtime'] = f'PyTorch {torch.__version__}'
         info['device'] = str(self._device)
         info['torch_compile'] = self.compiled
         if self._device is not None and self._device.type == 'cpu':
-            info['threads'] = _torch().get_num_threads()
+            info['threads'] = torch.get_num_threads()
+            info.update(cpu_info().describe())
         if self._device is not None and self._device.type == 'cuda':
-            torch = _torch()
             info['device_name'] = torch.cuda.get_device_name(self._device)
-            info['memory_allocated'] = torch.cuda.memory_allocated(self._device)
+            info['memory_used'] = torch.cuda.memory_allocated(self._device)
+            info['memory_reserved'] = torch.cuda.memory_reserved(self._device)
+            info['memory_total'] = torch.cuda.get_device_properties(self._device).total_memory
         return info

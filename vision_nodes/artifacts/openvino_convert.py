@@ -1,0 +1,159 @@
+"""ONNX → OpenVINO IR, through the engine cache: one step of the artifact chain.
+
+The parent is the cached ONNX export of PyTorch weights (``onnx_export``) or, for a manifest
+whose weights are an ``.onnx``, that file. The IR entry's key holds the parent's SHA-256 (of the
+exact bytes converted), the OpenVINO version and this converter's version, so a new export, a
+new OpenVINO or a changed conversion each give a new entry. The IR keeps fp32 weights: fp32
+must be exact, and the reduced precisions are chosen when the model is compiled.
+
+An IR given as the manifest's weights (an ``.xml``, or a folder holding one) is not converted:
+:func:`read_ir_source` finds its files and class names.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .cache import CacheEntry, EngineCache
+from .onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
+from ..loaders import ModelLoadError, check_weights
+from ..manifest import ModelManifest
+from ..text import clip
+
+#: Bump whenever the IR would change for the same parent and OpenVINO version.
+CONVERTER_VERSION = 1
+IR_XML = 'model.xml'
+IR_BIN = 'model.bin'
+#: Where the IR keeps the class names (JSON list) in its runtime info.
+LABELS_RT_PATH = ['vision_nodes', 'labels']
+
+Log = Callable[[str], None]
+
+
+def openvino_version() -> str:
+    """Return the installed OpenVINO's full version (part of every OpenVINO artifact's key)."""
+    import openvino
+
+    return openvino.get_version()
+
+
+def ir_cache_fields(parent_sha256: str, parent_kind: str) -> dict[str, Any]:
+    """Return the fields that make up the IR artifact's cache key."""
+    return {
+        'parent_sha256': parent_sha256,
+        'parent_kind': parent_kind,
+        'openvino': openvino_version(),
+        'converter': f'vision_nodes-openvino/{CONVERTER_VERSION}',
+        'weights': 'f32',
+    }
+
+
+def labels_from_rt_info(model: Any) -> list[str] | None:
+    """Class names stored in an OpenVINO model's runtime info (ours, or an ONNX's metadata)."""
+    try:
+        if model.has_rt_info(LABELS_RT_PATH):
+            return [str(v) for v in json.loads(model.get_rt_info(LABELS_RT_PATH).astype(str))]
+        framework = ['framework', LABELS_METADATA_KEY]
+        if model.has_rt_info(framework):
+            return [str(v) for v in json.loads(model.get_rt_info(framework).astype(str))]
+        if model.has_rt_info(['framework', 'names']):  # an Ultralytics ONNX export
+            names = ast.literal_eval(model.get_rt_info(['framework', 'names']).astype(str))
+            if isinstance(names, dict):
+                return [str(names[k]) for k in sorted(names)]
+    except (ValueError, SyntaxError, TypeError, RuntimeError):
+        return None
+    return None
+
+
+def convert_onnx(onnx_bytes: bytes, folder: Path) -> dict[str, Any]:
+    """Convert an ONNX model (its bytes) into ``folder/model.xml`` + ``.bin``; return versions."""
+    import openvino as ov
+
+    with tempfile.TemporaryDirectory(prefix='vision_nodes_ov_') as tmp:
+        # convert_model reads files; this one is written from the bytes that were verified.
+        source = Path(tmp) / ONNX_FILE
+        source.write_bytes(onnx_bytes)
+        model = ov.convert_model(str(source))
+    labels = labels_from_rt_info(model)
+    if labels:
+        model.set_rt_info(json.dumps(labels), LABELS_RT_PATH)
+    ov.save_model(model, str(folder / IR_XML), compress_to_fp16=False)
+    return {'openvino': openvino_version()}
+
+
+def ensure_openvino_ir(manifest: ModelManifest, weights: Path, cache: EngineCache,
+                       log: Log) -> CacheEntry:
+    """Return the cached IR of the manifest's model (exporting to ONNX first if needed)."""
+    if manifest.architecture == 'onnx':
+        onnx_bytes = check_weights(weights).read_bytes()
+        parent_kind = 'onnx-file'
+    else:
+        onnx_bytes = ensure_onnx(manifest, weights, cache, log=log).read_verified(ONNX_FILE)
+        parent_kind = 'onnx-export'
+    fields = ir_cache_fields(hashlib.sha256(onnx_bytes).hexdigest(), parent_kind)
+
+    def build(folder: Path) -> None:
+        log('artifacts: converting the ONNX model to OpenVINO IR')
+        started = time.monotonic()
+        versions = convert_onnx(onnx_bytes, folder)
+        (folder / 'tools.json').write_text(json.dumps(versions, indent=2))
+        log(f'artifacts: OpenVINO IR ready in {time.monotonic() - started:.1f} s')
+
+    return cache.get_or_build(manifest.name, 'openvino', fields, build, files=(IR_XML, IR_BIN))
+
+
+@dataclass(frozen=True)
+class IrSource:
+    """An OpenVINO IR given as the manifest's weights: its two files and its class names."""
+
+    xml: Path
+    bin: Path
+    labels: list[str] | None
+
+
+def read_ir_source(weights: Path) -> IrSource:
+    """Find the ``.xml``/``.bin`` pair of an IR given as a file or a folder, and its labels.
+
+    Class names come from a ``metadata.yaml`` beside the IR (what Ultralytics writes), if any.
+    """
+    if weights.is_dir():
+        xmls = sorted(weights.glob('*.xml'))
+        if len(xmls) != 1:
+            raise ModelLoadError(
+                f"weights folder '{clip(str(weights))}' must hold exactly one OpenVINO .xml "
+                f'(found {len(xmls)}); or name the .xml itself in the manifest')
+        xml = xmls[0]
+    else:
+        xml = check_weights(weights)
+        if xml.suffix.lower() != '.xml':
+            raise ModelLoadError(f"weights '{clip(str(weights))}' is not an OpenVINO IR "
+                                 "(.xml with its .bin, or a folder holding them)")
+    bin_path = xml.with_suffix('.bin')
+    if not bin_path.is_file():
+        raise ModelLoadError(f"OpenVINO IR '{clip(str(xml))}' has no weights file "
+                             f"'{bin_path.name}' beside it")
+    return IrSource(xml, bin_path, _metadata_labels(xml.parent / 'metadata.yaml'))
+
+
+def _metadata_labels(path: Path) -> list[str] | None:
+    if not path.is_file():
+        return None
+    try:
+        names = (yaml.safe_load(path.read_text()) or {}).get('names')
+    except (OSError, yaml.YAMLError, AttributeError) as exc:
+        raise ModelLoadError(f"cannot read class names from '{clip(str(path))}': "
+                             f'{clip(str(exc))}') from exc
+    if isinstance(names, dict):
+        return [str(names[k]) for k in sorted(names)]
+    if isinstance(names, list):
+        return [str(n) for n in names]
+    return None

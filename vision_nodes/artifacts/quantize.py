@@ -1,0 +1,234 @@
+"""OpenVINO IR → INT8 IR by NNCF post-training quantization: one step of the artifact chain.
+
+Activations are calibrated on a folder of images (``calibration_dir``), preprocessed exactly as
+frames are (the manifest's letterbox and normalisation, at the rect shape each image would
+run at when the model takes several shapes). The entry's key holds the parent IR's hash, the
+calibration set's content hash (every image's name and SHA-256), the preprocessing, the
+OpenVINO and NNCF versions and this quantizer's version.
+
+What stays in floating point: the model's output tail, i.e. the operations after its last
+learned convolution (for YOLO: the box decoding, the DFL softmax and its fixed convolution,
+the class sigmoid). They hold coordinates in pixels and exact constants, where int8 steps
+would move boxes by pixels; they cost little time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import io
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .cache import CacheEntry, EngineCache
+from .openvino_convert import IR_BIN, IR_XML, openvino_version
+from ..manifest import ModelManifest
+from ..tasks.preprocess import prepare, rect_shape
+from ..text import clip
+
+#: Bump whenever the quantized IR would change for the same inputs.
+QUANTIZER_VERSION = 1
+#: Image files read from a calibration folder.
+IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
+#: At most this many images are used (evenly spread over the sorted folder).
+MAX_CALIBRATION_IMAGES = 300
+#: Below this many images the log warns that int8 accuracy may suffer.
+FEW_CALIBRATION_IMAGES = 32
+
+Log = Callable[[str], None]
+
+
+class CalibrationError(ValueError):
+    """A calibration folder that cannot be used; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class CalibrationSet:
+    """The images of a calibration folder and their content hash."""
+
+    folder: Path
+    images: tuple[Path, ...]
+    #: SHA-256 over every image's name and content: the cache key's view of the set.
+    sha256: str
+
+
+def calibration_set(folder: str | Path, limit: int = MAX_CALIBRATION_IMAGES) -> CalibrationSet:
+    """List and hash the calibration images in ``folder`` (sorted by name, at most ``limit``)."""
+    path = Path(folder).expanduser()
+    if not str(folder).strip():
+        raise CalibrationError('int8 needs calibration images: set `calibration_dir` (node '
+                               'parameter or manifest field) to a folder of typical frames')
+    if not path.is_dir():
+        raise CalibrationError(f"calibration_dir '{clip(str(path))}' is not a folder")
+    images = sorted(p for p in path.iterdir()
+                    if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    if not images:
+        raise CalibrationError(f"calibration_dir '{clip(str(path))}' holds no images "
+                               f"({', '.join(IMAGE_SUFFIXES)})")
+    if len(images) > limit:
+        step = len(images) / limit
+        images = [images[int(i * step)] for i in range(limit)]
+    digest = hashlib.sha256()
+    for image in images:
+        digest.update(image.name.encode() + b'\0')
+        digest.update(hashlib.sha256(image.read_bytes()).digest())
+    return CalibrationSet(path, tuple(images), digest.hexdigest())
+
+
+def nncf_version() -> str | None:
+    """Return the installed NNCF's version without importing it (it imports slowly), or None."""
+    try:
+        return importlib.metadata.version('nncf')
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def int8_cache_fields(parent_sha256: str, calibration: CalibrationSet,
+                      manifest: ModelManifest, rect: bool) -> dict[str, Any]:
+    """Return the fields that make up the INT8 IR's cache key."""
+    return {
+        'parent_sha256': parent_sha256,
+        'calibration_sha256': calibration.sha256,
+        'calibration_images': len(calibration.images),
+        'input_size': list(manifest.input_size),
+        'rect': rect,
+        'preprocessing': asdict(manifest.preprocessing),
+        'openvino': openvino_version(),
+        'nncf': nncf_version(),
+        'quantizer': f'vision_nodes-nncf/{QUANTIZER_VERSION}',
+        'preset': 'mixed',
+        'float_tail': True,
+    }
+
+
+def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.ndarray:
+    """One calibration image as the network input a frame like it gets (rect shape if ``rect``)."""
+    import cv2
+
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise CalibrationError(f"calibration image '{clip(str(path))}' cannot be read as an "
+                               'image; remove it from calibration_dir')
+    shape = rect_shape(image.shape[:2], manifest.input_size) if rect else manifest.input_size
+    return prepare(image, 'bgr8', shape, manifest.preprocessing)[0]
+
+
+def float_tail(model: Any) -> list[str]:
+    """Names of the operations left in floating point: everything after the last learned conv.
+
+    An operation is in the tail when no convolution is reachable from it towards the outputs,
+    not counting convolutions fed (through any path) by a softmax: those are fixed-weight
+    decoders such as YOLO's DFL, whose integer-valued weights int8 would not keep exact.
+    """
+    ops = model.get_ordered_ops()
+    consumers: dict[str, list[Any]] = {}
+    for op in ops:
+        for inp in op.inputs():
+            source = inp.get_source_output().get_node().get_friendly_name()
+            consumers.setdefault(source, []).append(op)
+    after_softmax: set[str] = set()
+    for op in ops:  # topological order: a node's producers come first
+        if op.get_type_name() == 'Softmax' or any(
+                i.get_source_output().get_node().get_friendly_name() in after_softmax
+                for i in op.inputs()):
+            after_softmax.add(op.get_friendly_name())
+
+    def learned_conv(op: Any) -> bool:
+        return op.get_type_name() == 'Convolution' and op.get_friendly_name() not in after_softmax
+
+    conv_below: dict[str, bool] = {}
+    for op in reversed(ops):
+        name = op.get_friendly_name()
+        conv_below[name] = any(learned_conv(c) or conv_below[c.get_friendly_name()]
+                               for c in consumers.get(name, []))
+    return [op.get_friendly_name() for op in ops
+            if op.get_type_name() not in ('Parameter', 'Constant', 'Result')
+            and not conv_below[op.get_friendly_name()] and not learned_conv(op)]
+
+
+class _Progress:
+    """Turns images fed to NNCF into log lines, about ten per pass over the set."""
+
+    def __init__(self, total: int, log: Log) -> None:
+        self.total, self.log = total, log
+        self.seen = 0
+        self.every = max(1, total // 10)
+        self.started = time.monotonic()
+
+    def tick(self) -> None:
+        self.seen += 1
+        done = (self.seen - 1) % self.total + 1
+        if done % self.every == 0 or done == self.total:
+            rate = (time.monotonic() - self.started) / self.seen
+            left = (self.total - done) * rate
+            self.log(f'int8: calibration image {done}/{self.total} '
+                     f'(pass {(self.seen - 1) // self.total + 1}, {rate:.2f} s per image, '
+                     f'about {left:.0f} s left in this pass)')
+
+
+def quantize_model(model: Any, calibration: CalibrationSet, manifest: ModelManifest,
+                   rect: bool, log: Log) -> Any:
+    """Return the INT8 version of an OpenVINO model, calibrated on ``calibration``."""
+    try:
+        import nncf
+    except ImportError as exc:
+        raise CalibrationError("int8 quantization needs NNCF (pip install "
+                               "'vision_nodes[openvino]'), or a pre-quantized IR") from exc
+
+    progress = _Progress(len(calibration.images), log)
+
+    def transform(path: Path) -> np.ndarray:
+        progress.tick()
+        return calibration_tensor(path, manifest, rect)
+
+    dataset = nncf.Dataset(list(calibration.images), transform)
+    ignored = nncf.IgnoredScope(names=float_tail(model), validate=False)
+    nncf_log = logging.getLogger('nncf')
+    level = nncf_log.level
+    nncf_log.setLevel(logging.WARNING)
+    try:
+        # NNCF draws progress bars on stdout; the log lines above say the same, once.
+        with contextlib.redirect_stdout(io.StringIO()):
+            return nncf.quantize(model, dataset, preset=nncf.QuantizationPreset.MIXED,
+                                 subset_size=len(calibration.images), ignored_scope=ignored)
+    finally:
+        nncf_log.setLevel(level)
+
+
+def ensure_int8_ir(manifest: ModelManifest, parent_sha256: str, read_parent: Callable[[], Any],
+                   calibration: CalibrationSet, rect: bool, cache: EngineCache,
+                   log: Log) -> CacheEntry:
+    """Return the cached INT8 IR of a parent IR, quantizing it on a miss.
+
+    ``read_parent()`` returns the parent as an ``openvino.Model`` (only called on a miss);
+    with ``rect`` each calibration image is fed at the rect shape a frame like it runs at.
+    """
+    fields = int8_cache_fields(parent_sha256, calibration, manifest, rect)
+
+    def build(folder: Path) -> None:
+        import openvino as ov
+
+        count = len(calibration.images)
+        log(f'int8: quantizing {manifest.name} with NNCF over {count} calibration images '
+            f"from '{clip(str(calibration.folder))}' (minutes on a small CPU; done once, then "
+            'cached)')
+        if count < FEW_CALIBRATION_IMAGES:
+            log(f'int8: only {count} calibration images; use {FEW_CALIBRATION_IMAGES}-300 '
+                "frames from the robot's own camera for int8 accuracy close to fp32")
+        started = time.monotonic()
+        quantized = quantize_model(read_parent(), calibration, manifest, rect, log)
+        ov.save_model(quantized, str(folder / IR_XML), compress_to_fp16=False)
+        (folder / 'tools.json').write_text(json.dumps(
+            {'openvino': openvino_version(), 'nncf': fields['nncf'],
+             'calibration_images': [p.name for p in calibration.images]}, indent=2))
+        log(f'int8: quantized in {time.monotonic() - started:.1f} s')
+
+    return cache.get_or_build(manifest.name, 'openvino-int8', fields, build,
+                              files=(IR_XML, IR_BIN))
