@@ -2,10 +2,14 @@
 
 Starts the node in its own process, configures and activates it through the real lifecycle
 services, publishes each image as ``sensor_msgs/Image``, prints the ``Detection2DArray`` that
-comes back (class names from ``label_info``) and writes an annotated PNG per image.
+comes back (class names from ``label_info``) and writes an annotated PNG per image. With a
+depth model (``--depth``; by default Depth Anything V2 Small when its weights are in the model
+folder) the same node runs it beside the detector and the demo writes the colourised depth
+next to the detections.
 
-    python -m vision_nodes.demo                      # YOLOv8n, ONNX Runtime on the CPU
-    python -m vision_nodes.demo --backend cpu --images my.jpg --out out/
+    python -m vision_nodes.tools.demo              # YOLOv8n, backend auto (fastest here)
+    python -m vision_nodes.tools.demo --backend onnx --images my.jpg --out out/
+    python -m vision_nodes.tools.demo --depth yolo26n_depth --model-dir /path/to/weights
 """
 
 from __future__ import annotations
@@ -26,9 +30,13 @@ from sensor_msgs.msg import Image
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from .client import NodeProcess, VisionNodeClient, publish_until_answered
-from ..ros.image_input import numpy_to_image
-from ..manifest import resolve_manifest
+from ..ros.image_input import image_to_numpy, numpy_to_image
+from ..manifest import ManifestError, resolve_manifest
 from ..loaders.ultralytics import import_ultralytics
+
+
+#: The depth model the demo runs when its weights are in the model folder.
+DEFAULT_DEPTH = 'depth_anything_v2_small'
 
 
 def bundled_images() -> list[Path]:
@@ -103,7 +111,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help='weights file to use instead of the manifest\'s (on a connected '
                              'machine a name such as yolov8s.pt is fetched by ultralytics)')
     parser.add_argument('--model-dir', default='', help='folder for relative weights paths')
-    parser.add_argument('--backend', default='onnx', help='backend (default: onnx)')
+    parser.add_argument('--backend', default='auto',
+                        help='backend (default: auto, the fastest this machine runs)')
+    parser.add_argument('--depth', default=None,
+                        help='a depth manifest to run in the same node (default: '
+                             'depth_anything_v2_small if its weights are in the model folder; '
+                             "'none' to skip)")
     parser.add_argument('--images', nargs='*', type=Path, default=None,
                         help='images to run (default: the ones bundled with ultralytics)')
     parser.add_argument('--out', type=Path, default=Path('out'),
@@ -113,6 +126,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument('--timeout', type=float, default=180.0,
                         help='seconds to wait for configure (first run exports ONNX)')
     return parser.parse_args(argv)
+
+
+def _depth_model(args: argparse.Namespace) -> str | None:
+    """Return the depth manifest to run: the one asked for, else the default if it has weights."""
+    if args.depth and args.depth.lower() == 'none':
+        return None
+    name = args.depth or DEFAULT_DEPTH
+    try:
+        manifest = resolve_manifest(name)
+    except ManifestError as exc:
+        if args.depth:
+            raise SystemExit(f'--depth: {exc}')
+        return None
+    if args.depth or manifest.weights_path(args.model_dir or None).exists():
+        return name
+    print(f'depth: skipped ({manifest.name} weights not found at '
+          f'{manifest.weights_path(args.model_dir or None)}; see the README, Depth)')
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,25 +156,43 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix='vision_nodes_demo_'))
     model = _weights_manifest(args.model, args.weights, scratch) if args.weights else args.model
-    thresholds = resolve_manifest(model).thresholds
-    params = {'model': model, 'backend': args.backend, 'model_dir': args.model_dir,
-              'confidence_threshold': args.confidence if args.confidence is not None
-              else thresholds.confidence, 'iou_threshold': thresholds.iou,
-              'max_detections': thresholds.max_detections}
+    detector = resolve_manifest(model)
+    depth = _depth_model(args)
+    thresholds = detector.thresholds
+    prefix = ''
+    params = {'backend': args.backend, 'model_dir': args.model_dir}
+    if depth:
+        prefix = f'{detector.name}.'
+        params['models'] = [model, depth]
+    else:
+        params['model'] = model
+    params.update({f'{prefix}confidence_threshold': args.confidence
+                   if args.confidence is not None else thresholds.confidence,
+                   f'{prefix}iou_threshold': thresholds.iou,
+                   f'{prefix}max_detections': thresholds.max_detections})
     node = NodeProcess(params, log_path=args.out / 'vision_node.log')
     client = VisionNodeClient('/vision_node', 'vision_nodes_demo')
     try:
         client.wait_for_node(30.0)
-        print(f'configuring {args.model} on backend {args.backend} ...', flush=True)
+        what = f'{args.model} and {depth}' if depth else args.model
+        print(f'configuring {what} on backend {args.backend} ...', flush=True)
         started = time.monotonic()
         if not client.change_state('configure', timeout=args.timeout):
             print('configure FAILED; the node said:\n' + _errors(node.output()))
             return 1
-        print(f'configured in {time.monotonic() - started:.1f} s; activating', flush=True)
+        used = client.get_parameters('backend_in_use', 'precision_in_use')
+        print(f'configured in {time.monotonic() - started:.1f} s: backend '
+              f"{used['backend_in_use']}, precision {used['precision_in_use']}; activating",
+              flush=True)
+        ns = f'/{detector.name}' if depth else ''
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
-        label_q = client.subscribe(LabelInfo, '/label_info', latched)
-        det_q = client.subscribe(Detection2DArray, '/detections', 10)
+        label_q = client.subscribe(LabelInfo, f'{ns}/label_info', latched)
+        det_q = client.subscribe(Detection2DArray, f'{ns}/detections', 10)
+        depth_q = None
+        if depth:
+            depth_q = client.subscribe(Image, f'/{resolve_manifest(depth).name}/depth/colored',
+                                       10)
         pub = client.publisher(Image, '/image', 10)
         if not client.change_state('activate'):
             print('activate FAILED:\n' + _errors(node.output()))
@@ -165,9 +214,19 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print(f'{path.name}: {len(result.detections)} detections')
             print('\n'.join(format_detections(result, labels)))
+            annotated = draw(bgr, result, labels)
             png = args.out / f'{path.stem}_detections.png'
-            cv2.imwrite(str(png), draw(bgr, result, labels))
+            cv2.imwrite(str(png), annotated)
             print(f'  annotated image: {png}')
+            if depth_q is not None:
+                colored = depth_q.get(30.0, lambda m: m.header == msg.header)
+                if colored is None:
+                    print(f'{path.name}: no depth image came back')
+                    return 1
+                rgb = image_to_numpy(colored)
+                side = args.out / f'{path.stem}_detections_depth.png'
+                cv2.imwrite(str(side), np.hstack([annotated, rgb[:, :, ::-1]]))
+                print(f'  depth ({depth}, colourised, near is warm) beside it: {side}')
             done += 1
         client.change_state('deactivate')
         client.change_state('cleanup')
