@@ -1,12 +1,14 @@
 """launch_testing test of ``launch/detect.launch.py`` with a backend the model does not support.
 
-backend:=tensorrt is a valid launch argument, but the yolov8n manifest does not list it, so
-the autostart configure fails. The tests check that:
+The launch runs a copy of the yolov8n manifest that lists only ``onnx``, with ``backend:=cpu``
+and ``strict_backend: true`` from a parameters file, so the autostart configure fails (without
+strict_backend the node would reset the backend to onnx and go on; test_node_generic covers
+that). The tests check that:
 
-(a) the node logs "does not support backend 'tensorrt'; valid backends for it: cpu, cuda,
-    rocm, onnx", the launch file logs the failed configure (telling the user to check the
-    node log / parameters), the launch keeps running (no hang) and the node stays up,
-    answering get_state with unconfigured;
+(a) the node logs "backend 'cpu' cannot run 'onnx_only' here (not supported by model
+    'onnx_only'); valid: auto, onnx (strict_backend is true)", the launch file logs the failed
+    configure (telling the user to check the node log / parameters), the launch keeps running
+    (no hang) and the node stays up, answering get_state with unconfigured;
 (b) after fixing the parameter (backend onnx) a manual configure succeeds and autostart then
     activates the node (needs the yolov8n weights; skipped without them);
 and that the node exits cleanly when the launch shuts down.
@@ -20,10 +22,12 @@ from __future__ import annotations
 import logging
 import os
 import random
+import tempfile
 import unittest
 from pathlib import Path
 
 import pytest
+import yaml
 
 try:
     import launch
@@ -44,8 +48,21 @@ from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
 NODE = '/vision_node'
 DOMAIN_ID = random.SystemRandom().randint(1, 101)
-UNSUPPORTED = ("does not support backend 'tensorrt'; valid backends for it: "
-               'cpu, cuda, rocm, onnx')
+UNSUPPORTED = ("backend 'cpu' cannot run 'onnx_only' here (not supported by model "
+               "'onnx_only'); valid: auto, onnx (strict_backend is true)")
+
+
+def _scenario() -> dict[str, str]:
+    """Launch arguments: an onnx-only copy of yolov8n, backend cpu, strict_backend on."""
+    folder = Path(tempfile.mkdtemp(prefix='vision_nodes_bad_backend_'))
+    source = Path(__file__).resolve().parent.parent / 'config' / 'models' / 'yolov8n.yaml'
+    manifest = yaml.safe_load(source.read_text())
+    manifest.update(name='onnx_only', backends=['onnx'])
+    (folder / 'onnx_only.yaml').write_text(yaml.safe_dump(manifest))
+    (folder / 'params.yaml').write_text(yaml.safe_dump(
+        {'/**': {'ros__parameters': {'strict_backend': True}}}))
+    return {'model': str(folder / 'onnx_only.yaml'), 'backend': 'cpu',
+            'params_file': str(folder / 'params.yaml'), 'autostart': 'true'}
 
 
 def _installed() -> bool:
@@ -80,7 +97,7 @@ LAUNCH_LOG = _Capture()
 @pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
 @unittest.skipIf(SKIP_REASON is not None, str(SKIP_REASON))  # for the launch_test runner
 def generate_test_description():
-    """detect.launch.py with backend:=tensorrt (unsupported by yolov8n) and autostart."""
+    """detect.launch.py with a backend the model does not list, strict_backend, autostart."""
     os.environ['ROS_DOMAIN_ID'] = str(DOMAIN_ID)
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     os.environ.setdefault('YOLO_OFFLINE', '1')
@@ -88,7 +105,7 @@ def generate_test_description():
     logging.getLogger('launch.user').addHandler(LAUNCH_LOG)
     detect = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
-        launch_arguments={'backend': 'tensorrt', 'autostart': 'true'}.items())
+        launch_arguments=_scenario().items())
     return launch.LaunchDescription([detect, launch_testing.actions.ReadyToTest()])
 
 
@@ -124,7 +141,7 @@ class TestUnsupportedBackend(unittest.TestCase):
         self.wait_for(launch_reported, 30, "the launch file's failed-configure message")
         report = next(m for m in LAUNCH_LOG.messages if 'FAILED TO CONFIGURE' in m)
         self.assertIn(NODE, report)
-        self.assertIn("backend 'tensorrt'", report)
+        self.assertIn("backend 'cpu'", report)
         self.assertIn('node\'s log', report)
         self.assertIn('check the parameters', report)
         # The launch went on (it logged the failure) and the node is up and unconfigured.

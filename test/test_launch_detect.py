@@ -180,7 +180,7 @@ class TestDetectLaunch(unittest.TestCase):
 
     def wait_until_active(self, timeout: float = ACTIVE_TIMEOUT) -> None:
         def active() -> bool:
-            try:  # the node answers no service while it exports on its first configure
+            try:  # services answer during the first configure's export too
                 return self.client.get_state(timeout=5.0) == 'active'
             except TimeoutError:
                 return False

@@ -331,11 +331,13 @@ class VisionNode(LifecycleNode):
         for model in pipeline.models:
             runner = model.runner
             facts = ', '.join(f'{k}={v}' for k, v in runner.describe().items())
+            classes = ''
+            if model.manifest.task == 'detect':
+                classes = f'; {len(model.labels)} classes' + (
+                    '' if model.labels else ' (no class names: label_info is empty)')
             self.get_logger().info(
-                f"model '{model.manifest.name}': engine cache: {cache[runner.cache_hit]}; "
-                f'{facts}; {len(model.labels)} classes'
-                + ('' if model.labels or model.manifest.task != 'detect'
-                   else ' (the model has no class names: label_info is empty)'))
+                f"model '{model.manifest.name}' ({model.manifest.task}): engine cache: "
+                f'{cache[runner.cache_hit]}; {facts}{classes}')
             precisions.append(runner.config.precision)
         precision = ','.join(dict.fromkeys(precisions))
         self._set_internal(backend_in_use=pipeline.backend, precision_in_use=precision)
