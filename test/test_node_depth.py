@@ -85,10 +85,15 @@ def test_metric_depth_on_depth_with_colour_and_camera_info(
         info = CameraInfo(height=bus_msg.height, width=bus_msg.width, distortion_model='plumb_bob')
         info.k = np.array([500.0, 0, 540, 0, 500, 405, 0, 0, 1])
         assert wait_for(lambda: info_pub.get_subscription_count() == 1, 10.0)
-        info_pub.publish(info)
         bus_msg.header.frame_id = 'camera_optical'
         bus_msg.header.stamp.sec += 1
-        got = publish_until_answered(images, bus_msg, depth, 30.0)
+        got = None
+        for _ in range(30):  # as a camera does: camera_info beside every image
+            info_pub.publish(info)
+            images.publish(bus_msg)
+            got = depth.get(1.0, lambda m: m.header == bus_msg.header)
+            if got is not None:
+                break
         assert got is not None
         assert got.header == bus_msg.header
         assert (got.height, got.width) == (bus_msg.height, bus_msg.width)
@@ -100,6 +105,10 @@ def test_metric_depth_on_depth_with_colour_and_camera_info(
         assert pic is not None and pic.encoding == 'rgb8'
         assert (pic.height, pic.width) == (got.height, got.width)
         republished = infos.get(10.0, lambda m: m.header == bus_msg.header)
+        if republished is None:  # the first frames can beat camera_info to the node
+            info_pub.publish(info)
+            images.publish(bus_msg)
+            republished = infos.get(10.0, lambda m: m.header == bus_msg.header)
         assert republished is not None and list(republished.k) == list(info.k)
         assert relative.get(1.0) is None
     finally:

@@ -290,14 +290,17 @@ def test_configure_cleanup_cycles_free_model_memory(model_dir, engine_cache_dir)
     try:
         c, pid = h.client, h.node.process.pid
         configured, cleaned = [], []
-        for _ in range(4):
+        for _ in range(6):
             assert c.change_state('configure')
             configured.append(_rss_mb(pid))
             assert c.change_state('cleanup')
             cleaned.append(_rss_mb(pid))
         # The session and its buffers (~55 MB for YOLOv8n) go back to the OS at cleanup...
         assert min(configured) - max(cleaned) > 30.0, (configured, cleaned)
-        # ...and nothing accumulates from one cycle to the next.
-        assert cleaned[-1] - cleaned[0] < 15.0, cleaned
+        # ...and nothing accumulates from one cycle to the next: a kept session would add
+        # ~55 MB a cycle; what remains is glibc's arenas, which settle within ~10 MB (each
+        # transition runs on a fresh thread, which may take another arena).
+        assert cleaned[-1] - min(cleaned) < 25.0 and configured[-1] - configured[1] < 25.0, \
+            (configured, cleaned)
     finally:
         h.close()
