@@ -22,6 +22,7 @@ import functools
 import signal
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -126,6 +127,8 @@ class VisionNode(LifecycleNode):
         self._image_sub: ImageSubscription | None = None
         self._stats = FrameStats()
         self._worker = FrameWorker(self._process_frame, self._stats.on_dropped)
+        #: One thread per model after the first (several models run side by side).
+        self._model_threads: dict[str, ThreadPoolExecutor] = {}
         self._active = False
         self._idle_timer = None
         self._idle_logged = False
@@ -366,6 +369,8 @@ class VisionNode(LifecycleNode):
         for model in self._models:
             model.outputs.activate(model.params.current)
         self._stats.reset()
+        self._model_threads = {m.name: ThreadPoolExecutor(1, thread_name_prefix=m.name)
+                               for m in self._models[1:]}
         self._worker.start()
         self._active = True
         self._idle_logged = False
@@ -445,6 +450,9 @@ class VisionNode(LifecycleNode):
             self._image_sub.unsubscribe()
             self._image_sub = None
         self._worker.stop()
+        for pool in self._model_threads.values():
+            pool.shutdown(wait=True)
+        self._model_threads = {}
         for model in self._models:
             model.outputs.deactivate()
 
@@ -482,10 +490,15 @@ class VisionNode(LifecycleNode):
         self._worker.submit(msg)
 
     def _process_frame(self, msg: Any) -> None:
-        """On the inference thread: convert once, run every model, publish each result."""
+        """On the inference thread: convert once, run every model, publish each result.
+
+        With several models, each model after the first runs on a thread of its own, at the
+        same time: one model's pre- and post-processing overlap the other's network, and
+        each runtime keeps its thread pool on the same thread frame after frame.
+        """
         started = time.monotonic()
         with self._lock:
-            models = self._models
+            models, helpers = self._models, self._model_threads
             if not models:
                 return
             try:
@@ -497,26 +510,31 @@ class VisionNode(LifecycleNode):
                 self._frame_error(f'skipping image: {exc}')
                 return
             lazy = self._p('lazy') and len(models) > 1
-            published = False
-            for model in models:
-                if lazy and not model.outputs.wanted():
-                    continue
-                try:
-                    result = model.pipeline.process(image, encoding, model.params.current)
-                except ImageConversionError as exc:
-                    self._frame_error(f'skipping image: {exc}')
-                    return
-                except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
-                    self._frame_error(f"model '{model.name}': inference failed on a frame: "
-                                      f'{type(exc).__name__}: {exc}')
-                    continue
-                model.outputs.publish(result, msg.header)
-                published = True
-        if published:
+            wanted = [m for m in models if not lazy or m.outputs.wanted()]
+            pending = [helpers[m.name].submit(self._run_model, m, image, encoding, msg.header)
+                       for m in wanted[1:]]
+            results = [self._run_model(wanted[0], image, encoding, msg.header)] if wanted \
+                else []
+            results += [future.result() for future in pending]
+        if any(results):
             stamp = msg.header.stamp
             self._stats.on_processed(
                 stamp_latency(stamp.sec, stamp.nanosec, self.get_clock().now().nanoseconds),
                 time.monotonic() - started)
+
+    def _run_model(self, model: _Model, image: Any, encoding: str, header: Any) -> bool:
+        """Run one model on a converted frame and publish its result; False if it failed."""
+        try:
+            result = model.pipeline.process(image, encoding, model.params.current)
+        except ImageConversionError as exc:
+            self._frame_error(f'skipping image: {exc}')
+            return False
+        except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
+            self._frame_error(f"model '{model.name}': inference failed on a frame: "
+                              f'{type(exc).__name__}: {exc}')
+            return False
+        model.outputs.publish(result, header)
+        return True
 
     def _frame_error(self, text: str) -> None:
         self._stats.on_error(text)
