@@ -25,6 +25,28 @@ from rclpy.executors import (ConditionReachedException, ShutdownException,
                              SingleThreadedExecutor, TimeoutException)
 
 
+class FrameGate(MutuallyExclusiveCallbackGroup):
+    """A callback group that can be closed: while closed, its entities are not waited on.
+
+    The node puts its image subscription here and closes the gate while a frame is being
+    processed. rclpy leaves entities that cannot execute out of the wait set, so the frames
+    that arrive meanwhile stay in the middleware, where the subscription's KEEP_LAST history
+    keeps only the newest: nothing takes, copies and converts frames that would be dropped,
+    and the executor's thread stays free for services. Opening the gate must wake the
+    executor (a guard condition) so that it waits on the subscription again.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = True
+
+    def can_execute(self, entity: Any) -> bool:
+        return self.open and super().can_execute(entity)
+
+    def beginning_execution(self, entity: Any) -> bool:
+        return self.open and super().beginning_execution(entity)
+
+
 def move_to_group(entity: Any, group: CallbackGroup) -> None:
     """Move a service, subscription or timer from its callback group into ``group``."""
     old = entity.callback_group

@@ -26,10 +26,12 @@ except ImportError:  # Humble
 class ImageSubscription:
     """The subscription to the raw or compressed image topic, re-creatable with another QoS."""
 
-    def __init__(self, node: Any, callback: Callable[[Any], None],
-                 on_incompatible: Callable[[Any], None], transport: str = 'raw') -> None:
+    def __init__(self, node: Any, callback: Callable[..., None],
+                 on_incompatible: Callable[[Any], None], transport: str = 'raw',
+                 callback_group: Any = None) -> None:
         self._node = node
         self._callback = callback
+        self._group = callback_group
         self._on_incompatible = on_incompatible
         self.transport = transport
         if transport == 'compressed':
@@ -52,7 +54,8 @@ class ImageSubscription:
         self.unsubscribe()
         events = SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible)
         self._sub = self._node.create_subscription(
-            self.msg_type, self.topic_name, self._callback, qos, event_callbacks=events)
+            self.msg_type, self.topic_name, self._callback, qos, event_callbacks=events,
+            callback_group=self._group)
         self.qos = qos
 
     def unsubscribe(self) -> None:

@@ -33,6 +33,7 @@ from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 from rclpy.parameter import Parameter
 from rclpy.qos import ReliabilityPolicy
+from rclpy.subscription import Subscription
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 
@@ -49,7 +50,7 @@ from ..tasks import TaskError, task_class
 from ..text import clip
 from .compressed_input import compressed_to_numpy
 from .diagnostics import NodeFacts, diagnostic_array, diagnostic_status
-from .executor import TransitionExecutor, isolate_transitions
+from .executor import FrameGate, TransitionExecutor, isolate_transitions
 from .frame_worker import FrameWorker
 from .image_input import image_to_numpy
 from .image_subscription import ImageSubscription
@@ -62,6 +63,10 @@ from .qos import choose_qos, explain_silence, review_qos, subscription_qos
 #: Errors whose message says it all: logged in one line, without the exception type.
 EXPECTED_ERRORS = (ManifestError, RunnerError, ModelLoadError, CacheError, TaskError,
                    ValueError, ImportError, OSError)
+
+#: rclpy passes message info (sequence numbers, timestamps) to two-argument callbacks since
+#: Jazzy; Humble's subscriptions take the message alone.
+_MESSAGE_INFO = hasattr(Subscription, 'CallbackType')
 
 #: Parameters that belong to ROS itself (rclpy declares them) or to other tools.
 _FOREIGN_PARAMS = ('use_sim_time', 'start_type_description_service')
@@ -126,7 +131,13 @@ class VisionNode(LifecycleNode):
         self._log_error = LogLimiter(self.get_logger().error)
         self._image_sub: ImageSubscription | None = None
         self._stats = FrameStats()
-        self._worker = FrameWorker(self._process_frame, self._stats.on_dropped)
+        self._worker = FrameWorker(self._frame_in_worker, self._stats.on_dropped)
+        # Closed while a frame is processed: frames arriving meanwhile wait in the middleware
+        # (newest kept), see FrameGate; opening it wakes the executor.
+        self._frame_gate = FrameGate()
+        self._wake = self.create_guard_condition(lambda: None)
+        #: Publication sequence number of the last frame taken, per publisher.
+        self._last_seq: dict[bytes, int] = {}
         #: One thread per model after the first (several models run side by side).
         self._model_threads: dict[str, ThreadPoolExecutor] = {}
         self._active = False
@@ -297,6 +308,15 @@ class VisionNode(LifecycleNode):
         with self._lock:
             self._pipeline, self._models = pipeline, models
         self._report(pipeline)
+        unknown = sorted(name for name in getattr(self, '_parameter_overrides', {})
+                         if not self.has_parameter(name) and name not in _FOREIGN_PARAMS
+                         and not name.startswith('qos_overrides.'))
+        if unknown:
+            self.get_logger().warning(
+                'the parameters given at start-up include ' + ', '.join(
+                    clip(n, 60) for n in unknown[:8]) + ('...' if len(unknown) > 8 else '')
+                + ', which this node does not have with these models (a typo? '
+                '`ros2 param list` shows the ones it has)')
         self.get_logger().info(f'configured in {time.monotonic() - started:.2f} s')
         return TransitionCallbackReturn.SUCCESS
 
@@ -359,7 +379,9 @@ class VisionNode(LifecycleNode):
         FAILURE (e.g. the image topic is one of the node's own outputs) releases everything.
         """
         transport = self._p('image_transport')
-        sub = ImageSubscription(self, self._on_image, self._on_incompatible_qos, transport)
+        callback = self._on_image_with_info if _MESSAGE_INFO else self._on_image
+        sub = ImageSubscription(self, callback, self._on_incompatible_qos, transport,
+                                self._frame_gate)
         own = {t for m in self._models for t in m.outputs.topics}
         if sub.topic_name in own:
             raise ValueError(f"the image topic '{clip(sub.topic_name)}' is one of this "
@@ -369,6 +391,8 @@ class VisionNode(LifecycleNode):
         for model in self._models:
             model.outputs.activate(model.params.current)
         self._stats.reset()
+        self._last_seq.clear()
+        self._frame_gate.open = True
         self._model_threads = {m.name: ThreadPoolExecutor(1, thread_name_prefix=m.name)
                                for m in self._models[1:]}
         self._worker.start()
@@ -450,6 +474,7 @@ class VisionNode(LifecycleNode):
             self._image_sub.unsubscribe()
             self._image_sub = None
         self._worker.stop()
+        self._frame_gate.open = True
         for pool in self._model_threads.values():
             pool.shutdown(wait=True)
         self._model_threads = {}
@@ -486,8 +511,36 @@ class VisionNode(LifecycleNode):
     # ----------------------------------------------------------------- data path
     def _on_image(self, msg: Any) -> None:
         """Hand a frame to the inference thread (the executor's thread returns at once)."""
+        self._frame_gate.open = False
         self._stats.on_received()
         self._worker.submit(msg)
+
+    def _on_image_with_info(self, msg: Any, info: Any) -> None:
+        """Count the frames the middleware dropped before this one, then hand it over.
+
+        While a frame is processed the subscription is not read, and its KEEP_LAST history
+        keeps only the newest frame: the gap in the publisher's sequence numbers is how many
+        were dropped unprocessed.
+        """
+        seq = info.get('publication_sequence_number') if isinstance(info, dict) else None
+        gid = (info.get('publisher_gid') or {}).get('data') if seq is not None else None
+        if gid is not None:
+            key = bytes(gid)
+            last = self._last_seq.get(key)
+            self._last_seq[key] = seq
+            if last is not None and 1 < seq - last < 100_000:
+                for _ in range(min(seq - last - 1, 1000)):
+                    self._stats.on_received()
+                    self._stats.on_dropped()
+        self._on_image(msg)
+
+    def _frame_in_worker(self, msg: Any) -> None:
+        """On the inference thread: process a frame, then reopen the gate for the next."""
+        try:
+            self._process_frame(msg)
+        finally:
+            self._frame_gate.open = True
+            self._wake.trigger()
 
     def _process_frame(self, msg: Any) -> None:
         """On the inference thread: convert once, run every model, publish each result.
