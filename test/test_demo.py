@@ -1,0 +1,66 @@
+"""The demo end to end (``python -m vision_nodes.tools.demo``), with a depth model beside it.
+
+A real node process, real DDS; the depth model is a tiny Depth Anything with random weights
+(``depth_weights.py``), so the picture it writes says nothing about depth, only that the
+demo runs both models in one node and writes the colourised depth beside the detections.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import pytest
+import yaml
+
+pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
+pytest.importorskip('transformers', reason='transformers is not installed (depth model)')
+
+from depth_weights import IMAGENET, depth_anything_folder, shared_folder  # noqa: E402
+
+
+def test_demo_writes_detections_and_depth_beside_them(model_dir, engine_cache_dir, assets,
+                                                      tmp_path, tmp_path_factory):
+    weights = depth_anything_folder(shared_folder(tmp_path_factory) / 'da_tiny_metric',
+                                    metric=True, max_depth=20)
+    manifest = tmp_path / 'da_demo.yaml'
+    manifest.write_text(yaml.safe_dump({
+        'name': 'da_demo', 'task': 'depth', 'weights': str(weights),
+        'architecture': 'transformers', 'input_size': [70, 98],
+        'preprocessing': {'letterbox': False, 'interpolation': 'cubic', **IMAGENET},
+        'depth': {'kind': 'metric', 'max_depth': 20.0}, 'backends': ['cpu', 'onnx']}))
+    out = tmp_path / 'out'
+    run = subprocess.run(
+        [sys.executable, '-m', 'vision_nodes.tools.demo', '--backend', 'onnx',
+         '--images', str(assets / 'bus.jpg'), '--out', str(out), '--depth', str(manifest)],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, 'VISION_NODES_MODEL_DIR': str(model_dir),
+             'VISION_NODES_CACHE_DIR': str(engine_cache_dir)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert 'backend onnx, precision fp32' in run.stdout
+    assert 'bus.jpg:' in run.stdout and ' bus ' in run.stdout
+    detections = cv2.imread(str(out / 'bus_detections.png'))
+    both = cv2.imread(str(out / 'bus_detections_depth.png'))
+    assert detections is not None and both is not None
+    assert both.shape == (detections.shape[0], 2 * detections.shape[1], 3)
+    assert (both[:, :detections.shape[1]] == detections).all()
+    assert Path(out / 'vision_node.log').is_file()
+
+
+def test_demo_without_depth_weights_skips_depth_and_says_why(model_dir, engine_cache_dir,
+                                                             assets, tmp_path):
+    if (model_dir / 'depth_anything_v2_small').exists():
+        pytest.skip('the default depth model has weights here: the demo runs it')
+    run = subprocess.run(
+        [sys.executable, '-m', 'vision_nodes.tools.demo', '--backend', 'onnx',
+         '--images', str(assets / 'zidane.jpg'), '--out', str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, 'VISION_NODES_MODEL_DIR': str(model_dir),
+             'VISION_NODES_CACHE_DIR': str(engine_cache_dir)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert 'depth: skipped (depth_anything_v2_small weights not found' in run.stdout
+    assert 'zidane.jpg:' in run.stdout and 'person' in run.stdout
+    assert not list(tmp_path.glob('*_depth.png'))
