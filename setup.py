@@ -15,6 +15,8 @@ extras = {
     'onnx-gpu': RUNTIME + ['onnxruntime-gpu>=1.17'],
     'onnx-openvino': RUNTIME + ['onnxruntime-openvino>=1.17'],
     'openvino': RUNTIME + ['openvino>=2024.0', 'nncf>=2.10'],
+    # TensorRT 10+ and its CUDA binding (NVIDIA's index or JetPack on Jetson).
+    'tensorrt': RUNTIME + ['tensorrt>=10', 'cuda-python>=12', 'onnx>=1.15'],
     'torch': RUNTIME + ['torch>=2.1', 'torchvision', 'ultralytics>=8.3', 'onnx>=1.15',
                         'onnxslim>=0.1.30', 'onnxruntime>=1.17', 'transformers>=4.45'],
     'test': ['pytest<9', 'flake8', 'pydocstyle'],
@@ -42,6 +44,7 @@ setup(
         'console_scripts': [
             'vision_node = vision_nodes.ros.node:main',
             'vision_nodes_demo = vision_nodes.tools.demo:main',
+            'vision_nodes_image_publisher = vision_nodes.tools.image_publisher:main',
         ],
     },
 )
