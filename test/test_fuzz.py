@@ -9,22 +9,21 @@ under an alarm, and the cache cases in a child process with bounded memory.
 from __future__ import annotations
 
 import array
-import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 import yaml
 
+from time_limit import time_limit
 from vision_nodes.images import ENCODINGS, ImageConversionError
 from vision_nodes.limits import (MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_INPUT_PIXELS,
                                  MAX_INPUT_SIDE, MAX_LABELS, MAX_NAME_CHARS)
@@ -46,21 +45,6 @@ def check_message(error: BaseException) -> str:
     assert '\n' not in message and '\r' not in message, message[:2000]
     assert len(message) <= MAX_MESSAGE, f'{len(message)} chars: {message[:300]}'
     return message
-
-
-@contextlib.contextmanager
-def time_limit(seconds: int) -> Iterator[None]:
-    """Fail (TimeoutError) instead of hanging when the block runs longer than ``seconds``."""
-    def expire(signum, frame):
-        raise TimeoutError(f'still running after {seconds} s')
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # ----------------------------------------------------------------- text

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
-import signal
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 import pytest
 import yaml
 
+from time_limit import time_limit
 from vision_nodes.limits import (MAX_INPUT_SIDE, MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES,
                                  MAX_NAME_CHARS)
 from vision_nodes.manifest import (
@@ -302,21 +301,6 @@ def _one_bounded_line(error: BaseException, limit: int = 600) -> str:
     message = str(error)
     assert '\n' not in message and len(message) <= limit, message[:2000]
     return message
-
-
-@contextlib.contextmanager
-def time_limit(seconds: int) -> Iterator[None]:
-    """Fail (TimeoutError) instead of hanging when the block runs longer than ``seconds``."""
-    def expire(signum, frame):
-        raise TimeoutError(f'still running after {seconds} s')
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 ALIAS_BOMB = '\n'.join(
