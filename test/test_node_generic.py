@@ -271,3 +271,46 @@ def test_second_sigint_during_shutdown_exits_cleanly(model_dir, engine_cache_dir
         code = h.node.stop(signal.SIGINT)
     assert code == 0, h.node.output()
     assert 'Traceback' not in h.node.output()
+
+
+def test_hostile_encodings_give_bounded_escaped_rate_capped_log_lines(
+        model_dir, engine_cache_dir, bus_msg):
+    """A 1 MB encoding, one holding a newline and ANSI escapes (a forged log line), and 200
+    distinct bad encodings: every log line stays short, nothing is forged, the flood is
+    capped, and the next good frame is answered."""
+    import array
+
+    h = Harness(_params(model_dir, engine_cache_dir), 'vn_hostile')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        answers = c.subscribe(Detection2DArray, '/detections', 10)
+        images = c.publisher(Image, '/image', 10)
+        assert h.send(bus_msg, answers, images) is not None
+        marker = len(h.node.output())
+        forged = '\n[ERROR] [0.0] [vision_node]: forged\x1b[31m'
+
+        def bad(encoding: str) -> Image:
+            msg = Image(height=2, width=2, encoding=encoding, step=6)
+            msg.data = array.array('B', bytes(12))
+            return msg
+
+        images.publish(bad('e' * 1_000_000))
+        assert h.node.wait_for_output("unsupported image encoding 'eeee", 10.0)
+        images.publish(bad(forged))
+        assert h.node.wait_for_output('\\x0a[ERROR] [0.0]', 10.0)
+        for i in range(200):  # the node takes the newest each time it is free
+            images.publish(bad(f'enc{i}'))
+            time.sleep(0.005)
+        assert h.send(bus_msg, answers, images) is not None
+        lines = h.node.output()[marker:].splitlines()
+        errors = [line for line in lines if 'skipping image' in line]
+        assert errors and all(len(line) < 1200 for line in lines)
+        assert not any(line.startswith('[ERROR] [0.0]') for line in lines)
+        assert any('\\x0a[ERROR] [0.0]' in line for line in errors)
+        assert not any('\x1b' in line for line in lines)
+        # At most 10 lines per 5 s in all, whatever the text (the test takes a few seconds).
+        assert len(errors) <= 20, len(errors)
+        assert h.node.alive()
+    finally:
+        h.close()

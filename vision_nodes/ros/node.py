@@ -354,10 +354,7 @@ class VisionNode(LifecycleNode):
         for model in pipeline.models:
             runner = model.runner
             facts = ', '.join(f'{k}={v}' for k, v in runner.describe().items())
-            classes = ''
-            if model.manifest.task == 'detect':
-                classes = f'; {len(model.labels)} classes' + (
-                    '' if model.labels else ' (no class names: label_info is empty)')
+            classes = f'; {len(model.labels)} classes' if model.labels else ''
             self.get_logger().info(
                 f"model '{model.manifest.name}' ({model.manifest.task}): engine cache: "
                 f'{cache[runner.cache_hit]}; {facts}{classes}')

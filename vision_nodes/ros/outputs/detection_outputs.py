@@ -25,6 +25,9 @@ class DetectionOutputs:
     def __init__(self, node: Any, model: ModelPipeline, namespace: str = '') -> None:
         self._node = node
         self._labels = model.labels
+        if not self._labels:
+            node.get_logger().warning(f"model '{model.manifest.name}' has no class names: "
+                                      'label_info is empty (list `labels` in its manifest)')
         self._detections = node.create_lifecycle_publisher(
             Detection2DArray, f'{namespace}detections', 10)
         self._label_info = node.create_lifecycle_publisher(
