@@ -373,7 +373,8 @@ class VisionNode(LifecycleNode):
     def on_activate(self, state: State) -> TransitionCallbackReturn:
         """Subscribe to images, start the inference thread, send per-activation messages.
 
-        FAILURE (e.g. the image topic is one of the node's own outputs) releases everything.
+        FAILURE (e.g. the image topic is one of the node's own outputs) undoes what was
+        started; the node stays inactive with its models loaded.
         """
         transport = self._p('image_transport')
         callback = self._on_image_with_info if _MESSAGE_INFO else self._on_image
