@@ -35,7 +35,6 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -297,21 +296,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="'default', 'large-images' (config/fastdds_large_images.xml) or "
                              'a profile XML path; this process and the nodes alike')
     args = parser.parse_args(argv)
-    if args.dds_profile != 'default':
-        profile = (_HERE.parent / 'config' / 'fastdds_large_images.xml'
-                   if args.dds_profile == 'large-images' else Path(args.dds_profile))
-        os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(profile)
-    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
-    os.environ.setdefault('YOLO_OFFLINE', '1')
-    os.environ.setdefault('YOLO_CONFIG_DIR', tempfile.mkdtemp(prefix='bench_yolo_'))
-
-    from vision_nodes.platform.allocator import keep_freed_buffers
-
-    # The node's allocator settings: without them OpenCV's output buffer is page-faulted in
-    # afresh on every decode and imdecode looks ~2x slower than it is inside the node.
-    keep_freed_buffers()
-    paired_ratio = _bench_detect().paired_ratio
+    # The node's allocator settings among them: without them OpenCV's output buffer is
+    # page-faulted in afresh on every decode and imdecode looks ~2x slower than in the node.
+    bench_detect = _bench_detect()
+    bench_detect.bench_environment(args.dds_profile)
+    paired_ratio = bench_detect.paired_ratio
     frames = _frames(args.image)
     print(f'{os.cpu_count()} CPUs; OpenCV {cv2.__version__}; DDS profile: {args.dds_profile}')
     if not args.no_decoders:

@@ -81,6 +81,28 @@ class Ratio:
         return f'{self.value:5.3f} [{self.low:5.3f}, {self.high:5.3f}]'
 
 
+def bench_environment(dds_profile: str) -> None:
+    """Set up this process (and the node processes it starts) the way every benchmark does.
+
+    ``dds_profile``: 'default', 'large-images' (config/fastdds_large_images.xml) or a profile
+    XML path. DDS stays on this machine in a domain of its own, Ultralytics offline, and the
+    allocator settings are vision_node's, so in-process configurations (bare runner,
+    pipeline, decoders, Ultralytics predict) get the same benefit as the node.
+    """
+    if dds_profile != 'default':
+        profile = Path(__file__).resolve().parent.parent / 'config' / \
+            'fastdds_large_images.xml' if dds_profile == 'large-images' else Path(dds_profile)
+        os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(profile)
+    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
+    os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
+    os.environ.setdefault('YOLO_OFFLINE', '1')
+    os.environ.setdefault('YOLO_CONFIG_DIR', tempfile.mkdtemp(prefix='bench_yolo_'))
+
+    from vision_nodes.platform.allocator import keep_freed_buffers
+
+    keep_freed_buffers()
+
+
 def paired_ratio(numerator: list[list[float]], denominator: list[list[float]],
                  resamples: int = 4000, seed: int = 0) -> Ratio:
     """Per-round ratio of medians, its median over rounds and a bootstrap interval."""
@@ -215,21 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                              'by this process and the node processes alike')
     args = parser.parse_args(argv)
     configs_wanted = [parse_config(spec) for spec in dict.fromkeys(args.backends)]
-    if args.dds_profile != 'default':
-        profile = Path(__file__).resolve().parent.parent / 'config' / \
-            'fastdds_large_images.xml' if args.dds_profile == 'large-images' \
-            else Path(args.dds_profile)
-        os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(profile)
-
-    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
-    os.environ.setdefault('YOLO_OFFLINE', '1')
-    os.environ.setdefault('YOLO_CONFIG_DIR', tempfile.mkdtemp(prefix='bench_yolo_'))
-
-    from vision_nodes.platform.allocator import keep_freed_buffers
-    # The same allocator settings as vision_node's, so the in-process configurations (bare
-    # runner, pipeline, Ultralytics predict) get the same benefit as the node.
-    keep_freed_buffers()
+    bench_environment(args.dds_profile)
 
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
