@@ -80,3 +80,16 @@ def shared_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.getbasetemp() / 'depth_weights'
     folder.mkdir(exist_ok=True)
     return folder
+
+
+def tiny_manifest(weights: Path, path: Path, name: str, kind: str = 'metric') -> str:
+    """Write a manifest for a tiny Depth Anything folder (70 x 98 input); return its path."""
+    import yaml
+
+    depth = {'kind': kind, **({'max_depth': 20.0} if kind == 'metric' else {})}
+    path.write_text(yaml.safe_dump({
+        'name': name, 'task': 'depth', 'weights': str(weights),
+        'architecture': 'transformers', 'input_size': [70, 98],
+        'preprocessing': {'letterbox': False, 'interpolation': 'cubic', **IMAGENET},
+        'depth': depth, 'backends': ['cpu', 'onnx', 'openvino']}))
+    return str(path)

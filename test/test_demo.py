@@ -14,24 +14,18 @@ from pathlib import Path
 
 import cv2
 import pytest
-import yaml
 
 pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
 pytest.importorskip('transformers', reason='transformers is not installed (depth model)')
 
-from depth_weights import IMAGENET, depth_anything_folder, shared_folder  # noqa: E402
+from depth_weights import depth_anything_folder, shared_folder, tiny_manifest  # noqa: E402
 
 
 def test_demo_writes_detections_and_depth_beside_them(model_dir, engine_cache_dir, assets,
                                                       tmp_path, tmp_path_factory):
     weights = depth_anything_folder(shared_folder(tmp_path_factory) / 'da_tiny_metric',
                                     metric=True, max_depth=20)
-    manifest = tmp_path / 'da_demo.yaml'
-    manifest.write_text(yaml.safe_dump({
-        'name': 'da_demo', 'task': 'depth', 'weights': str(weights),
-        'architecture': 'transformers', 'input_size': [70, 98],
-        'preprocessing': {'letterbox': False, 'interpolation': 'cubic', **IMAGENET},
-        'depth': {'kind': 'metric', 'max_depth': 20.0}, 'backends': ['cpu', 'onnx']}))
+    manifest = tiny_manifest(weights, tmp_path / 'da_demo.yaml', 'da_demo')
     out = tmp_path / 'out'
     run = subprocess.run(
         [sys.executable, '-m', 'vision_nodes.tools.demo', '--backend', 'onnx',

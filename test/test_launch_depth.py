@@ -21,7 +21,6 @@ import unittest
 from pathlib import Path
 
 import pytest
-import yaml
 
 try:
     import launch
@@ -41,7 +40,7 @@ import rclpy  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
-from depth_weights import IMAGENET, depth_anything_folder  # noqa: E402
+from depth_weights import depth_anything_folder, tiny_manifest  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect_depth.launch.py'
@@ -73,13 +72,7 @@ def _depth_manifest() -> str:
     """A tiny metric Depth Anything with random weights, as a user's manifest and folder."""
     folder = Path(tempfile.mkdtemp(prefix='vision_nodes_launch_depth_'))
     weights = depth_anything_folder(folder / 'da_launch', metric=True, max_depth=20)
-    path = folder / 'da_launch.yaml'
-    path.write_text(yaml.safe_dump({
-        'name': 'da_launch', 'task': 'depth', 'weights': str(weights),
-        'architecture': 'transformers', 'input_size': [70, 98],
-        'preprocessing': {'letterbox': False, 'interpolation': 'cubic', **IMAGENET},
-        'depth': {'kind': 'metric', 'max_depth': 20.0}, 'backends': ['cpu', 'onnx']}))
-    return str(path)
+    return tiny_manifest(weights, folder / 'da_launch.yaml', 'da_launch')
 
 
 @pytest.mark.launch_test

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 rclpy = pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
 pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts/setup_env.sh)')
@@ -23,20 +22,14 @@ pytest.importorskip('transformers', reason='transformers is not installed')
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
-from depth_weights import IMAGENET, depth_anything_folder, shared_folder  # noqa: E402
+from depth_weights import depth_anything_folder, shared_folder, tiny_manifest  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
 from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: E402
 
 
 def _manifest(folder: Path, path: Path, kind: str) -> str:
-    depth = {'kind': kind, **({'max_depth': 20.0} if kind == 'metric' else {})}
-    path.write_text(yaml.safe_dump({
-        'name': f'da_{kind}', 'task': 'depth', 'weights': str(folder),
-        'architecture': 'transformers', 'input_size': [70, 98],
-        'preprocessing': {'letterbox': False, 'interpolation': 'cubic', **IMAGENET},
-        'depth': depth, 'backends': ['cpu', 'onnx', 'openvino']}))
-    return str(path)
+    return tiny_manifest(folder, path, f'da_{kind}', kind)
 
 
 @pytest.fixture(scope='module')
