@@ -41,6 +41,7 @@ from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from depth_weights import depth_anything_folder, tiny_manifest  # noqa: E402
+from launch_skip import skip_reason  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect_depth.launch.py'
@@ -49,23 +50,7 @@ DOMAIN_ID = random.SystemRandom().randint(1, 101)
 ACTIVE_TIMEOUT = 300.0
 
 
-def _skip_reason() -> str | None:
-    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
-    try:
-        prefix = get_package_prefix('vision_nodes')
-    except PackageNotFoundError:
-        prefix = None
-    if prefix is None or not os.access(
-            os.path.join(prefix, 'lib', 'vision_nodes', 'vision_node'), os.X_OK):
-        return ('vision_nodes is not installed in an ament prefix (lib/vision_nodes/'
-                'vision_node): build it with colcon and source install/setup.bash')
-    folder = os.environ.get('VISION_NODES_MODEL_DIR', '')
-    if not folder or not os.path.isfile(os.path.join(folder, 'yolov8n.pt')):
-        return 'yolov8n.pt not found: set VISION_NODES_MODEL_DIR to a folder holding it'
-    return None
-
-
-SKIP_REASON = _skip_reason()
+SKIP_REASON = skip_reason()
 
 
 def _depth_manifest() -> str:

@@ -60,6 +60,7 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile,  # noqa: E40
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
+from launch_skip import skip_reason  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
@@ -74,25 +75,7 @@ LATCHED = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-def _skip_reason() -> str | None:
-    """Why the launch test cannot run here (None: it can)."""
-    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
-    try:
-        prefix = get_package_prefix('vision_nodes')
-    except PackageNotFoundError:
-        prefix = None
-    if prefix is None or not os.access(
-            os.path.join(prefix, 'lib', 'vision_nodes', 'vision_node'), os.X_OK):
-        return ('vision_nodes is not installed in an ament prefix (lib/vision_nodes/'
-                'vision_node): build it with colcon and source install/setup.bash')
-    folders = [os.environ.get('VISION_NODES_MODEL_DIR', ''),
-               os.path.join(prefix, 'share', 'vision_nodes', 'config', 'models')]
-    if not any(f and os.path.isfile(os.path.join(f, 'yolov8n.pt')) for f in folders):
-        return ('yolov8n.pt not found: set VISION_NODES_MODEL_DIR to a folder holding it')
-    return None
-
-
-SKIP_REASON = _skip_reason()
+SKIP_REASON = skip_reason()
 
 
 def isolate_ros_graph(domain_id: int) -> None:

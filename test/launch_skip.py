@@ -1,0 +1,26 @@
+"""Why a launch_testing test of vision_nodes cannot run here (None: it can).
+
+Not a test module: the launch tests that start ``vision_node`` with yolov8n import it.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def skip_reason() -> str | None:
+    """Return why not: the package must be in an ament prefix, the yolov8n weights findable."""
+    from ament_index_python.packages import PackageNotFoundError, get_package_prefix
+    try:
+        prefix = get_package_prefix('vision_nodes')
+    except PackageNotFoundError:
+        prefix = None
+    if prefix is None or not os.access(
+            os.path.join(prefix, 'lib', 'vision_nodes', 'vision_node'), os.X_OK):
+        return ('vision_nodes is not installed in an ament prefix (lib/vision_nodes/'
+                'vision_node): build it with colcon and source install/setup.bash')
+    folders = [os.environ.get('VISION_NODES_MODEL_DIR', ''),
+               os.path.join(prefix, 'share', 'vision_nodes', 'config', 'models')]
+    if not any(f and os.path.isfile(os.path.join(f, 'yolov8n.pt')) for f in folders):
+        return 'yolov8n.pt not found: set VISION_NODES_MODEL_DIR to a folder holding it'
+    return None
