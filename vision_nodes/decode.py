@@ -36,6 +36,7 @@ import cv2
 import numpy as np
 
 from .images import ImageConversionError
+from .limits import MAX_IMAGE_PIXELS
 from .text import clip
 
 try:
@@ -45,9 +46,10 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 #: Longest side, in pixels, of an image this module decodes.
 MAX_SIDE = 16384
-#: Most pixels (width x height) of an image this module decodes: 64 MiP, about 8192 x 8192
-#: (192 MiB as 8-bit RGB). Checked from the header, before any pixel buffer is allocated.
-MAX_PIXELS = 8192 * 8192
+#: Most pixels (width x height) of an image this module decodes: the node's one bound on
+#: images (``limits.MAX_IMAGE_PIXELS``, 64 MiP). Checked from the header, before any pixel
+#: buffer is allocated.
+MAX_PIXELS = MAX_IMAGE_PIXELS
 
 #: JPEG decoders this module can use, fastest first (see the README for measurements).
 JPEG_DECODERS = ('simplejpeg', 'opencv')
