@@ -144,6 +144,8 @@ class VisionNode(LifecycleNode):
         self._idle_timer = None
         self._idle_logged = False
         self._facts = NodeFacts(self.get_fully_qualified_name())
+        #: Whether the runner's describe() reports device memory (CUDA, TensorRT).
+        self._reports_memory = False
         # Not a lifecycle publisher: diagnostics also tell an unconfigured node's state.
         self._diagnostics = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
         self._diagnostics_timer = self.create_timer(1.0, self._publish_diagnostics)
@@ -362,6 +364,7 @@ class VisionNode(LifecycleNode):
         precision = ','.join(dict.fromkeys(precisions))
         self._set_internal(backend_in_use=pipeline.backend, precision_in_use=precision)
         first = pipeline.models[0].runner.describe()
+        self._reports_memory = 'memory_used' in first
         device = str(first.get('device_name') or first.get('device') or '')
         self._facts = NodeFacts(
             self.get_fully_qualified_name(), hardware_id=device,
@@ -618,7 +621,7 @@ class VisionNode(LifecycleNode):
                                    sub.topic_name, sub.type_name) if sub else ''
 
         device_memory = None
-        if self._models:
+        if self._models and self._reports_memory:  # describe() is not free: only if it tells
             device_memory = self._models[0].pipeline.runner.describe().get('memory_used')
         status = diagnostic_status(self._stats.snapshot(), facts, limits, state,
                                    explain_silence=silence,
