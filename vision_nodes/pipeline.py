@@ -81,10 +81,6 @@ class Pipeline:
     models: list[ModelPipeline]
     backend: str
 
-    def process(self, image: np.ndarray, encoding: str, params: Sequence[Any]) -> list[Any]:
-        """Run every model on the same decoded image; ``params[i]`` goes to model ``i``."""
-        return [m.process(image, encoding, p) for m, p in zip(self.models, params)]
-
     def close(self) -> None:
         """Unload every model."""
         for model in self.models:
