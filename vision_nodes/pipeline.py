@@ -17,7 +17,7 @@ import numpy as np
 from .artifacts.cache import EngineCache, default_cache_dir
 from .manifest import ModelManifest
 from .runners.base import Runner, RunnerConfig, RunnerError
-from .runners.registry import backend_report, check_supported, create_runner
+from .runners.registry import auto_order, check_supported, create_runner
 from .tasks import Task, create_task
 from .tasks.preprocess import rect_shape
 from .text import clip
@@ -142,15 +142,7 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str, *, model_d
             check_supported(backend, manifest)
         candidates = [backend]
     else:
-        report = backend_report(manifests)
-        for name, reason in report.items():
-            if reason is not None:
-                log(f"backend auto: skipping '{name}': {reason}")
-        candidates = [name for name, reason in report.items() if reason is None]
-        if not candidates:
-            raise RunnerError('backend auto found no backend that every model supports on '
-                              'this machine: ' + '; '.join(
-                                  f'{name}: {reason}' for name, reason in report.items()))
+        candidates = auto_order(manifests, log)
     failures = []
     for candidate in candidates:
         loaded: list[ModelPipeline] = []

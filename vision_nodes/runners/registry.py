@@ -122,6 +122,24 @@ def usable_backends(manifests: Sequence[ModelManifest]) -> list[str]:
     return [b for b, reason in backend_report(manifests).items() if reason is None]
 
 
+def auto_order(manifests: Sequence[ModelManifest],
+               log: Callable[[str], None] = lambda _: None) -> list[str]:
+    """Return the backends ``auto`` tries for these models, best first; log why it skips others.
+
+    Raises RunnerError, naming every backend and why, when none is usable.
+    """
+    report = backend_report(manifests)
+    for name, reason in report.items():
+        if reason is not None:
+            log(f"backend auto: skipping '{name}': {reason}")
+    candidates = [name for name, reason in report.items() if reason is None]
+    if not candidates:
+        models = ', '.join(repr(m.name) for m in manifests)
+        raise RunnerError(f'backend auto found no usable backend for {models} on this '
+                          'machine: ' + '; '.join(f'{n}: {r}' for n, r in report.items()))
+    return candidates
+
+
 def valid_precisions(backend: str, manifest: ModelManifest | None = None,
                      config: RunnerConfig | None = None) -> tuple[str, ...]:
     """Precisions ``backend`` runs (the table), narrowed by ``manifest`` and by the device."""
@@ -206,12 +224,8 @@ def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: N
         runner.load()
         return runner
     failures = []
-    for backend in auto_candidates(config.manifest):
+    for backend in auto_order([config.manifest], log):
         cls = runner_class(backend)
-        reason = cls.unavailable_reason(backend)
-        if reason:
-            failures.append(f'{backend}: {reason}')
-            continue
         try:
             runner = cls(resolve_precision(replace(config, backend=backend), log))
             runner.load()
