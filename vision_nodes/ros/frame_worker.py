@@ -27,11 +27,6 @@ class FrameWorker:
         self._stopping = False
         self._thread: threading.Thread | None = None
 
-    @property
-    def running(self) -> bool:
-        """Whether the thread is started and not stopped."""
-        return self._thread is not None
-
     def start(self) -> None:
         """Start the thread (no-op when running)."""
         with self._cv:

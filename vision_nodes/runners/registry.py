@@ -117,11 +117,6 @@ def backend_report(manifests: Sequence[ModelManifest]) -> dict[str, str | None]:
     return report
 
 
-def usable_backends(manifests: Sequence[ModelManifest]) -> list[str]:
-    """Backends every model supports and this machine can run, best first."""
-    return [b for b, reason in backend_report(manifests).items() if reason is None]
-
-
 def auto_order(manifests: Sequence[ModelManifest],
                log: Callable[[str], None] = lambda _: None) -> list[str]:
     """Return the backends ``auto`` tries for these models, best first; log why it skips others.
