@@ -37,7 +37,20 @@ class Harness:
         self.client = VisionNodeClient(full, f'{name}_test_client')
         self._seq = 0
         if wait:
-            self.client.wait_for_node(30.0)
+            self.wait_for_node()
+
+    def wait_for_node(self, timeout: float = 30.0) -> None:
+        """Wait until the node answers; if it does not, stop it and the client before raising.
+
+        A harness that failed to start must not outlive its test: its client's publishers and
+        the node would stay in the DDS graph and change what the next tests see.
+        """
+        try:
+            self.client.wait_for_node(timeout)
+        except BaseException as exc:
+            self.close()
+            tail = '\n'.join(self.node.output().splitlines()[-15:])
+            raise TimeoutError(f'{exc}; the node printed:\n{tail}') from exc
 
     def send(self, image, answers, publisher, timeout: float = 20.0):
         """Publish until a result for this frame arrives (discovery may drop the first)."""

@@ -15,44 +15,34 @@ import pytest
 rclpy = pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
 pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts/setup_env.sh)')
 
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
-from vision_nodes.tools.client import (NodeProcess, VisionNodeClient,  # noqa: E402
-                                       publish_until_answered, wait_for)
+import node_harness  # noqa: E402
+from node_harness import LATCHED  # noqa: E402
+from vision_nodes.tools.client import wait_for  # noqa: E402
 from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
 
 PERSON, BUS = '0', '5'
-LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
-                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
 # Where things are in bus.jpg (1080 x 810 px): centres of the three people standing in front
 # of the bus, and the bus itself, read off the picture.
 PEOPLE_CENTRES = [(147, 650), (282, 632), (740, 630)]
 BUS_CENTRE = (415, 505)
 
 
-class Harness:
-    """A node process plus a client wired to its topics."""
+class Harness(node_harness.Harness):
+    """A node process plus a client wired to its default topics."""
 
     def __init__(self, params: dict, name: str) -> None:
-        self.node = NodeProcess(params, node_name=name)
-        self.client = VisionNodeClient(f'/{name}', f'{name}_test_client')
+        super().__init__(params, name, wait=False)
         self.detections = self.client.subscribe(Detection2DArray, '/detections', 10)
         self.labels = self.client.subscribe(LabelInfo, '/label_info', LATCHED)
         self.images = self.client.publisher(Image, '/image', 10)
-        self.client.wait_for_node(30.0)
-        self._seq = 0
+        self.wait_for_node()
 
     def send(self, image: Image, timeout: float = 20.0) -> Detection2DArray | None:
         """Publish until a result for this frame arrives (discovery may drop the first)."""
-        self._seq += 1
-        image.header.frame_id = f'frame_{self._seq}'
-        return publish_until_answered(self.images, image, self.detections, timeout)
-
-    def close(self) -> int:
-        self.client.close()
-        return self.node.stop()
+        return super().send(image, self.detections, self.images, timeout)
 
 
 @pytest.fixture(scope='module')

@@ -37,6 +37,15 @@ _TRANSITIONS = {
     'activate': Transition.TRANSITION_ACTIVATE,
     'deactivate': Transition.TRANSITION_DEACTIVATE,
 }
+# Lifecycle states that are not transitions, and the one each transition ends in on success.
+_PRIMARY_STATES = {'unconfigured', 'inactive', 'active', 'finalized'}
+_GOALS = {'configure': 'inactive', 'cleanup': 'unconfigured', 'activate': 'active',
+          'deactivate': 'inactive', 'shutdown': 'finalized'}
+# Send a query again after this long without an answer (see VisionNodeClient.call).
+_RESEND_QUERY_S = 2.0
+# Ask the node's state after this long without a transition's answer, then this often.
+_RESEND_TRANSITION_S = 5.0
+_POLL_TRANSITION_S = 2.0
 _SHUTDOWN = {
     'unconfigured': Transition.TRANSITION_UNCONFIGURED_SHUTDOWN,
     'inactive': Transition.TRANSITION_INACTIVE_SHUTDOWN,
@@ -190,17 +199,27 @@ class VisionNodeClient:
             self._clients[name] = self.node.create_client(srv_type, f'{self.target}/{name}')
         return self._clients[name]
 
-    def call(self, srv_type, name: str, request, timeout: float = 30.0):
-        """Call ``<target>/<name>``; return the response or raise TimeoutError."""
+    def call(self, srv_type, name: str, request, timeout: float = 30.0,
+             resend_after: float | None = None):
+        """Call ``<target>/<name>``; return the response or raise TimeoutError.
+
+        ``resend_after``: for a request that is safe to repeat (a query), send it again when no
+        answer came within that many seconds. DDS can lose the first answer of a service that a
+        client has only just discovered: the server's reply writer may not yet have matched the
+        client's reader when the reply goes out, and the reply is then dropped.
+        """
+        deadline = time.monotonic() + timeout
         client = self._client(srv_type, name)
         if not client.wait_for_service(timeout_sec=timeout):
             raise TimeoutError(f'service {self.target}/{name} did not appear in {timeout} s')
-        done = threading.Event()
-        future = client.call_async(request)
-        future.add_done_callback(lambda _: done.set())
-        if not done.wait(timeout):
-            raise TimeoutError(f'service {self.target}/{name} did not answer in {timeout} s')
-        return future.result()
+        while (remaining := deadline - time.monotonic()) > 0:
+            done = threading.Event()
+            future = client.call_async(request)
+            future.add_done_callback(lambda _: done.set())
+            if done.wait(min(remaining, resend_after or remaining)):
+                return future.result()
+            client.remove_pending_request(future)
+        raise TimeoutError(f'service {self.target}/{name} did not answer in {timeout} s')
 
     def wait_for_node(self, timeout: float = 30.0) -> None:
         """Wait until the node's lifecycle services answer."""
@@ -208,19 +227,50 @@ class VisionNodeClient:
 
     def get_state(self, timeout: float = 10.0) -> str:
         """Return the current lifecycle state label, e.g. 'unconfigured', 'inactive', 'active'."""
-        return self.call(GetState, 'get_state', GetState.Request(), timeout).current_state.label
+        return self.call(GetState, 'get_state', GetState.Request(), timeout,
+                         resend_after=_RESEND_QUERY_S).current_state.label
 
     def change_state(self, transition: str, timeout: float = 120.0) -> bool:
-        """Trigger a lifecycle transition by name; True when it succeeded."""
+        """Trigger a lifecycle transition by name; True when it succeeded.
+
+        A transition is not safe to send twice, so a lost answer is settled by the node's state:
+        while the node is still in the state it started from, the request (or the answer to a
+        transition that failed at once) was lost and is sent again; once the node has moved,
+        the transition is running or done and its answer (or the state it ends in) decides.
+        """
+        start = self.get_state()
         if transition == 'shutdown':
-            transition_id = _SHUTDOWN.get(self.get_state())
+            transition_id = _SHUTDOWN.get(start)
             if transition_id is None:
                 return False
         else:
             transition_id = _TRANSITIONS[transition]
         request = ChangeState.Request()
         request.transition.id = transition_id
-        return bool(self.call(ChangeState, 'change_state', request, timeout).success)
+        client = self._client(ChangeState, 'change_state')
+        deadline = time.monotonic() + timeout
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f'service {self.target}/change_state did not appear in {timeout} s')
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _: done.set())
+        waited = _RESEND_TRANSITION_S
+        while not done.wait(max(0.0, min(waited, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                client.remove_pending_request(future)
+                raise TimeoutError(f'transition {transition!r} of {self.target} did not answer '
+                                   f'in {timeout} s')
+            state = self.get_state()
+            if state == start:
+                client.remove_pending_request(future)
+                future = client.call_async(request)
+                done = threading.Event()
+                future.add_done_callback(lambda _: done.set())
+            elif state in _PRIMARY_STATES:
+                client.remove_pending_request(future)
+                return state == _GOALS[transition]
+            waited = _POLL_TRANSITION_S
+        return bool(future.result().success)
 
     def set_parameters(self, timeout: float = 10.0, **values: Any
                        ) -> list[SetParametersResult]:
@@ -233,7 +283,8 @@ class VisionNodeClient:
     def get_parameters(self, *names: str, timeout: float = 10.0) -> dict[str, Any]:
         """Return current parameter values by name."""
         request = GetParameters.Request(names=list(names))
-        values = self.call(GetParameters, 'get_parameters', request, timeout).values
+        values = self.call(GetParameters, 'get_parameters', request, timeout,
+                           resend_after=_RESEND_QUERY_S).values
         return {n: Parameter.from_parameter_msg(ParameterMsg(name=n, value=v)).value
                 for n, v in zip(names, values)}
 
@@ -241,7 +292,8 @@ class VisionNodeClient:
                             ) -> dict[str, ParameterDescriptor]:
         """Return parameter descriptors by name."""
         request = DescribeParameters.Request(names=list(names))
-        response = self.call(DescribeParameters, 'describe_parameters', request, timeout)
+        response = self.call(DescribeParameters, 'describe_parameters', request, timeout,
+                             resend_after=_RESEND_QUERY_S)
         return {d.name: d for d in response.descriptors}
 
     def topic(self, relative: str) -> str:
