@@ -8,7 +8,6 @@ requests they are told to lose (an async handler that never finishes sends no re
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -90,10 +89,8 @@ def _pair(name: str, **lose) -> tuple[FakeLifecycle, VisionNodeClient]:
 def test_a_lost_query_answer_is_asked_again(quick):
     server, client = _pair('fake_lost_query', lose_get_state=2)
     try:
-        start = time.monotonic()
         assert client.get_state(timeout=10.0) == 'unconfigured'
-        assert server.get_state_requests == 3
-        assert time.monotonic() - start < 5.0
+        assert server.get_state_requests == 3  # two lost, the third answered
     finally:
         client.close()
         server.close()

@@ -285,12 +285,14 @@ def test_configure_cleanup_cycles_free_model_memory(model_dir, engine_cache_dir)
             configured.append(_rss_mb(pid))
             assert c.change_state('cleanup')
             cleaned.append(_rss_mb(pid))
-        # The session and its buffers (~55 MB for YOLOv8n) go back to the OS at cleanup...
-        assert min(configured) - max(cleaned) > 30.0, (configured, cleaned)
+        # The session and its buffers (~55 MB for YOLOv8n) go back to the OS at each cleanup...
+        freed = sorted(up - down for up, down in zip(configured, cleaned))
+        assert freed[len(freed) // 2] > 30.0, (configured, cleaned)
         # ...and nothing accumulates from one cycle to the next: a kept session would add
-        # ~55 MB a cycle; what remains is glibc's arenas, which settle within ~10 MB (each
-        # transition runs on a fresh thread, which may take another arena).
-        assert cleaned[-1] - min(cleaned) < 25.0 and configured[-1] - configured[1] < 25.0, \
+        # ~55 MB a cycle (~275 MB over these cycles). What remains is the heap's drift (glibc
+        # arenas of the fresh transition threads, ONNX Runtime's pools): seen up to ~30 MB
+        # over six cycles, in steps, with or without a cap on glibc's arenas.
+        assert cleaned[-1] - min(cleaned) < 45.0 and configured[-1] - configured[1] < 45.0, \
             (configured, cleaned)
     finally:
         h.close()
