@@ -81,8 +81,8 @@ def quick(monkeypatch):
     monkeypatch.setattr(client_module, '_POLL_TRANSITION_S', 0.2)
 
 
-def _pair(name: str, **lose) -> tuple[FakeLifecycle, VisionNodeClient]:
-    server = FakeLifecycle(name, **lose)
+def _pair(name: str, **options) -> tuple[FakeLifecycle, VisionNodeClient]:
+    server = FakeLifecycle(name, **options)
     return server, VisionNodeClient(f'/{name}', f'{name}_client')
 
 
@@ -119,8 +119,7 @@ def test_a_lost_transition_answer_is_settled_by_the_state_without_resending(quic
 
 
 def test_a_lost_failed_transition_is_sent_again_and_reports_failure(quick):
-    server = FakeLifecycle('fake_failed_transition', lose_change_state=1, fail_transitions=True)
-    client = VisionNodeClient('/fake_failed_transition', 'fake_failed_transition_client')
+    server, client = _pair('fake_failed_transition', lose_change_state=1, fail_transitions=True)
     try:
         assert client.change_state('configure', timeout=10.0) is False
         assert server.change_state_requests == 2

@@ -177,6 +177,14 @@ class MessageQueue:
         return self._items.qsize()
 
 
+def _send(client, request) -> tuple[Any, threading.Event]:
+    """Send a request; return its future and an event set when the answer arrives."""
+    done = threading.Event()
+    future = client.call_async(request)
+    future.add_done_callback(lambda _: done.set())
+    return future, done
+
+
 class VisionNodeClient:
     """Service clients, publishers and subscriptions aimed at one ``vision_node``.
 
@@ -194,10 +202,14 @@ class VisionNodeClient:
         self._thread.start()
         self._clients: dict[str, Any] = {}
 
-    def _client(self, srv_type, name: str):
+    def _client(self, srv_type, name: str, timeout: float):
+        """Return the client for ``<target>/<name>`` once the service is up (or TimeoutError)."""
         if name not in self._clients:
             self._clients[name] = self.node.create_client(srv_type, f'{self.target}/{name}')
-        return self._clients[name]
+        client = self._clients[name]
+        if not client.wait_for_service(timeout_sec=timeout):
+            raise TimeoutError(f'service {self.target}/{name} did not appear in {timeout} s')
+        return client
 
     def call(self, srv_type, name: str, request, timeout: float = 30.0,
              resend_after: float | None = None):
@@ -209,13 +221,9 @@ class VisionNodeClient:
         client's reader when the reply goes out, and the reply is then dropped.
         """
         deadline = time.monotonic() + timeout
-        client = self._client(srv_type, name)
-        if not client.wait_for_service(timeout_sec=timeout):
-            raise TimeoutError(f'service {self.target}/{name} did not appear in {timeout} s')
+        client = self._client(srv_type, name, timeout)
         while (remaining := deadline - time.monotonic()) > 0:
-            done = threading.Event()
-            future = client.call_async(request)
-            future.add_done_callback(lambda _: done.set())
+            future, done = _send(client, request)
             if done.wait(min(remaining, resend_after or remaining)):
                 return future.result()
             client.remove_pending_request(future)
@@ -247,13 +255,9 @@ class VisionNodeClient:
             transition_id = _TRANSITIONS[transition]
         request = ChangeState.Request()
         request.transition.id = transition_id
-        client = self._client(ChangeState, 'change_state')
         deadline = time.monotonic() + timeout
-        if not client.wait_for_service(timeout_sec=timeout):
-            raise TimeoutError(f'service {self.target}/change_state did not appear in {timeout} s')
-        done = threading.Event()
-        future = client.call_async(request)
-        future.add_done_callback(lambda _: done.set())
+        client = self._client(ChangeState, 'change_state', timeout)
+        future, done = _send(client, request)
         waited = _RESEND_TRANSITION_S
         while not done.wait(max(0.0, min(waited, deadline - time.monotonic()))):
             if time.monotonic() >= deadline:
@@ -263,9 +267,7 @@ class VisionNodeClient:
             state = self.get_state()
             if state == start:
                 client.remove_pending_request(future)
-                future = client.call_async(request)
-                done = threading.Event()
-                future.add_done_callback(lambda _: done.set())
+                future, done = _send(client, request)
             elif state in _PRIMARY_STATES:
                 client.remove_pending_request(future)
                 return state == _GOALS[transition]
