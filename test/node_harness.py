@@ -49,6 +49,8 @@ class Harness:
             self.client.wait_for_node(timeout)
         except BaseException as exc:
             self.close()
+            if not isinstance(exc, TimeoutError):
+                raise
             tail = '\n'.join(self.node.output().splitlines()[-15:])
             raise TimeoutError(f'{exc}; the node printed:\n{tail}') from exc
 

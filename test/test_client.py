@@ -81,48 +81,43 @@ def quick(monkeypatch):
     monkeypatch.setattr(client_module, '_POLL_TRANSITION_S', 0.2)
 
 
-def _pair(name: str, **options) -> tuple[FakeLifecycle, VisionNodeClient]:
-    server = FakeLifecycle(name, **options)
-    return server, VisionNodeClient(f'/{name}', f'{name}_client')
+@pytest.fixture
+def pair(quick):
+    """Make a stand-in server and a client aimed at it; both are closed after the test."""
+    made = []
 
+    def make(name: str, **options) -> tuple[FakeLifecycle, VisionNodeClient]:
+        server = FakeLifecycle(name, **options)
+        made.append((server, VisionNodeClient(f'/{name}', f'{name}_client')))
+        return made[-1]
 
-def test_a_lost_query_answer_is_asked_again(quick):
-    server, client = _pair('fake_lost_query', lose_get_state=2)
-    try:
-        assert client.get_state(timeout=10.0) == 'unconfigured'
-        assert server.get_state_requests == 3  # two lost, the third answered
-    finally:
+    yield make
+    for server, client in made:
         client.close()
         server.close()
 
 
-def test_a_query_that_never_answers_times_out(quick):
-    server, client = _pair('fake_silent_query', lose_get_state=1000)
-    try:
-        with pytest.raises(TimeoutError, match='did not answer'):
-            client.get_state(timeout=1.5)
-        assert server.get_state_requests >= 3
-    finally:
-        client.close()
-        server.close()
+def test_a_lost_query_answer_is_asked_again(pair):
+    server, client = pair('fake_lost_query', lose_get_state=2)
+    assert client.get_state(timeout=10.0) == 'unconfigured'
+    assert server.get_state_requests == 3  # two lost, the third answered
 
 
-def test_a_lost_transition_answer_is_settled_by_the_state_without_resending(quick):
-    server, client = _pair('fake_lost_transition', lose_change_state=1)
-    try:
-        assert client.change_state('configure', timeout=10.0)
-        assert server.change_state_requests == 1
-        assert server.state == 'inactive'
-    finally:
-        client.close()
-        server.close()
+def test_a_query_that_never_answers_times_out(pair):
+    server, client = pair('fake_silent_query', lose_get_state=1000)
+    with pytest.raises(TimeoutError, match='did not answer'):
+        client.get_state(timeout=1.5)
+    assert server.get_state_requests >= 3
 
 
-def test_a_lost_failed_transition_is_sent_again_and_reports_failure(quick):
-    server, client = _pair('fake_failed_transition', lose_change_state=1, fail_transitions=True)
-    try:
-        assert client.change_state('configure', timeout=10.0) is False
-        assert server.change_state_requests == 2
-    finally:
-        client.close()
-        server.close()
+def test_a_lost_transition_answer_is_settled_by_the_state_without_resending(pair):
+    server, client = pair('fake_lost_transition', lose_change_state=1)
+    assert client.change_state('configure', timeout=10.0)
+    assert server.change_state_requests == 1
+    assert server.state == 'inactive'
+
+
+def test_a_lost_failed_transition_is_sent_again_and_reports_failure(pair):
+    server, client = pair('fake_failed_transition', lose_change_state=1, fail_transitions=True)
+    assert client.change_state('configure', timeout=10.0) is False
+    assert server.change_state_requests == 2
