@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -13,7 +15,7 @@ import yaml
 
 from time_limit import time_limit
 from vision_nodes.limits import (MAX_INPUT_SIDE, MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES,
-                                 MAX_NAME_CHARS)
+                                 MAX_MANIFEST_DEPTH, MAX_NAME_CHARS)
 from vision_nodes.manifest import (
     MODEL_DIR_ENV,
     ManifestError,
@@ -321,13 +323,18 @@ def test_alias_bomb_is_refused_without_expanding(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize('text,match', [
     ('name: &n tiny\nlabel: *n\n', 'anchors and aliases'),
-    ('[' * 100_000 + ']' * 100_000, 'nested deeper than'),
+    (f"name: {'[' * (MAX_MANIFEST_DEPTH + 1)}{']' * (MAX_MANIFEST_DEPTH + 1)}\n",
+     f'nested deeper than {MAX_MANIFEST_DEPTH} levels'),
+    # Far past the bound, the YAML library may stop the parse itself (PyYAML >= 6.0.3 does, in
+    # its own words): what counts is the behaviour, one prompt line naming the file.
+    ('[' * 100_000 + ']' * 100_000, None),
     ('labels: [' + ', '.join(['a'] * 30_000) + ']\n', 'more than'),
     ('name: !!python/object/apply:os.system ["touch /tmp/x"]\n', 'not valid YAML'),
     ('name: ' + '9' * 5000 + '\n', 'not accepted as a manifest'),
     ('name: tiny\nname: tiny\n\ttask: [\n', 'not valid YAML'),
-], ids=['alias', 'deep', 'many nodes', 'python tag', 'huge int', 'tab'])
-def test_hostile_yaml_is_one_line_error(tmp_path: Path, text: str, match: str) -> None:
+], ids=['alias', 'deep', 'very deep', 'many nodes', 'python tag', 'huge int', 'tab'])
+def test_hostile_yaml_is_one_line_error(tmp_path: Path, text: str, match: str | None) -> None:
+    """Refused at parse within seconds, in one short line that names the file."""
     path = tmp_path / 'hostile.yaml'
     path.write_text(text)
     with time_limit(10), pytest.raises(ManifestError, match=match) as info:
@@ -595,3 +602,36 @@ def test_readme_lists_every_bound_with_its_value() -> None:
     for name, value in constants.items():
         shown = f'{value:g}' if isinstance(value, float) else str(value)
         assert any(f'`{name}`' in row and shown in row for row in rows), (name, shown)
+
+
+def test_default_model_dir_is_the_checkout_models_unless_set(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch):
+    """The environment variable wins; without it the checkout's shared/models is exported."""
+    from vision_nodes.manifest import CHECKOUT_MODEL_DIR, use_default_model_dir
+
+    monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path))
+    assert use_default_model_dir() == tmp_path
+    monkeypatch.delenv(MODEL_DIR_ENV)
+    if not CHECKOUT_MODEL_DIR.is_dir():
+        assert use_default_model_dir() is None and MODEL_DIR_ENV not in os.environ
+        return
+    assert use_default_model_dir() == CHECKOUT_MODEL_DIR
+    assert os.environ[MODEL_DIR_ENV] == str(CHECKOUT_MODEL_DIR)  # node processes inherit it
+
+
+def test_benchmark_finds_the_weights_without_the_variable():
+    """bench_detect on a fresh checkout resolves yolov8n.pt as the demo does (no setting)."""
+    from vision_nodes.manifest import CHECKOUT_MODEL_DIR
+
+    if not (CHECKOUT_MODEL_DIR / 'yolov8n.pt').is_file():
+        pytest.skip(f'no yolov8n.pt in {CHECKOUT_MODEL_DIR} (the development layout)')
+    root = Path(__file__).resolve().parent.parent
+    code = ('import sys; sys.path.insert(0, "benchmarks"); import bench_detect; '
+            'bench_detect.bench_environment("default"); '
+            'from vision_nodes.manifest import resolve_manifest; '
+            'print(resolve_manifest("yolov8n").weights_path())')
+    env = {k: v for k, v in os.environ.items() if k != MODEL_DIR_ENV}
+    out = subprocess.run([sys.executable, '-c', code], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert Path(out.stdout.strip()) == CHECKOUT_MODEL_DIR / 'yolov8n.pt'
