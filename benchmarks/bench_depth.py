@@ -84,6 +84,9 @@ def main() -> int:
     parser.add_argument('--image', type=Path, default=None, help='default: bus.jpg')
     args = parser.parse_args()
     os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(PROFILE)
+    from vision_nodes.manifest import use_default_model_dir
+
+    use_default_model_dir()
 
     import cv2
     from sensor_msgs.msg import Image

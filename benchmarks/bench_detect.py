@@ -97,6 +97,9 @@ def bench_environment(dds_profile: str) -> None:
     os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
     os.environ.setdefault('YOLO_OFFLINE', '1')
     os.environ.setdefault('YOLO_CONFIG_DIR', tempfile.mkdtemp(prefix='bench_yolo_'))
+    from vision_nodes.manifest import use_default_model_dir
+
+    use_default_model_dir()
 
     from vision_nodes.platform.allocator import keep_freed_buffers
 

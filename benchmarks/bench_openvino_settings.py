@@ -41,8 +41,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import openvino as ov
 
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.manifest import resolve_manifest, use_default_model_dir
     from vision_nodes.pipeline import build_pipeline
+
+    use_default_model_dir()
     from vision_nodes.platform.cpu import cpu_info
     from vision_nodes.tools.demo import bundled_images
 

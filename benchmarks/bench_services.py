@@ -70,9 +70,12 @@ def main() -> int:
     parser.add_argument('--image', type=Path, default=None, help='default: bus.jpg')
     args = parser.parse_args()
 
+    from vision_nodes.manifest import use_default_model_dir
     from vision_nodes.platform.allocator import keep_freed_buffers
     from vision_nodes.tools.client import NodeProcess, VisionNodeClient
     from vision_nodes.tools.demo import bundled_images
+
+    use_default_model_dir()
 
     keep_freed_buffers()
     image = args.image or next(p for p in bundled_images() if p.name == 'bus.jpg')

@@ -110,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     os.environ.setdefault('ROS_DOMAIN_ID', str(100 + os.getpid() % 50))
     os.environ.setdefault('YOLO_OFFLINE', '1')
+    from vision_nodes.manifest import use_default_model_dir
+
+    use_default_model_dir()
 
     import cv2
     from vision_msgs.msg import Detection2DArray

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vision_nodes.manifest import use_default_model_dir
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Each test session gets its own DDS domain and stays on this machine, so parallel sessions
@@ -18,8 +20,7 @@ os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 os.environ.setdefault('YOLO_OFFLINE', '1')
 os.environ.setdefault('YOLO_AUTOINSTALL', 'False')
 os.environ.setdefault('YOLO_CONFIG_DIR', str(ROOT / '.cache' / 'ultralytics'))
-if not os.environ.get('VISION_NODES_MODEL_DIR') and (ROOT.parent / 'shared' / 'models').is_dir():
-    os.environ['VISION_NODES_MODEL_DIR'] = str((ROOT.parent / 'shared' / 'models').resolve())
+use_default_model_dir()
 
 
 def _model_dir() -> Path | None:

@@ -49,6 +49,8 @@ DEFAULT_STRIDES = {'ultralytics': 32, 'onnx': 32, 'transformers': 14, 'openvino'
 
 #: Environment variable consulted when the ``model_dir`` parameter is empty.
 MODEL_DIR_ENV = 'VISION_NODES_MODEL_DIR'
+#: The development layout: weights in ``shared/models`` beside a source checkout.
+CHECKOUT_MODEL_DIR = Path(__file__).resolve().parent.parent.parent / 'shared' / 'models'
 
 #: PyYAML's safe loader, in C where libyaml is available (a manifest may be 1 MiB).
 _Loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
@@ -508,6 +510,23 @@ def load_manifest(path: str | os.PathLike) -> ModelManifest:
     except (yaml.YAMLError, RecursionError, TypeError) as exc:
         raise ManifestError(f'{clip(path)}: not valid YAML: {_yaml_problem(exc)}') from None
     return parse_manifest(data, str(path), path.resolve())
+
+
+def use_default_model_dir() -> Path | None:
+    """Give this process (and the nodes it starts) the default model folder; return it.
+
+    ``$VISION_NODES_MODEL_DIR`` when set; else ``shared/models`` beside a source checkout (the
+    development layout), which is then exported so that node processes started from here
+    resolve weights the same way. The demo, the benchmarks, the soak script and the tests call
+    this first, so they all find the same weights without any setting.
+    """
+    value = os.environ.get(MODEL_DIR_ENV)
+    if value:
+        return Path(os.path.expanduser(value))
+    if CHECKOUT_MODEL_DIR.is_dir():
+        os.environ[MODEL_DIR_ENV] = str(CHECKOUT_MODEL_DIR)
+        return CHECKOUT_MODEL_DIR
+    return None
 
 
 def default_manifest_dirs() -> list[Path]:

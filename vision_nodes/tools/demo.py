@@ -31,7 +31,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from .client import NodeProcess, VisionNodeClient, publish_until_answered
 from ..ros.image_input import image_to_numpy, numpy_to_image
-from ..manifest import ManifestError, resolve_manifest
+from ..manifest import ManifestError, resolve_manifest, use_default_model_dir
 from ..loaders.ultralytics import import_ultralytics
 
 
@@ -149,6 +149,7 @@ def _depth_model(args: argparse.Namespace) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     """Run the demo; returns the process exit code."""
     args = parse_args(argv)
+    use_default_model_dir()
     images = args.images if args.images else bundled_images()
     if not images:
         print('no images: pass --images (ultralytics, which bundles samples, is not installed)')
