@@ -54,7 +54,7 @@ class Harness:
             tail = '\n'.join(self.node.output().splitlines()[-15:])
             raise TimeoutError(f'{exc}; the node printed:\n{tail}') from exc
 
-    def send(self, image, answers, publisher, timeout: float = 20.0):
+    def send(self, image, answers, publisher, timeout: float = 60.0):
         """Publish until a result for this frame arrives (discovery may drop the first)."""
         self._seq += 1
         image.header.frame_id = f'frame_{self._seq}'

@@ -99,7 +99,7 @@ def pair(quick):
 
 def test_a_lost_query_answer_is_asked_again(pair):
     server, client = pair('fake_lost_query', lose_get_state=2)
-    assert client.get_state(timeout=10.0) == 'unconfigured'
+    assert client.get_state(timeout=30.0) == 'unconfigured'
     assert server.get_state_requests == 3  # two lost, the third answered
 
 

@@ -98,7 +98,7 @@ class TestDetectDepthLaunch(unittest.TestCase):
         rclpy.try_shutdown()
 
     def test_one_frame_gives_detections_and_metric_depth(self):
-        self.assertTrue(wait_for(lambda: self.client.get_state(timeout=5.0) == 'active',
+        self.assertTrue(wait_for(lambda: self.client.get_state(timeout=30.0) == 'active',
                                  ACTIVE_TIMEOUT, interval=0.5), 'node not active')
         deadline = time.monotonic() + 60.0
         dets = None
@@ -111,7 +111,7 @@ class TestDetectDepthLaunch(unittest.TestCase):
         self.assertIsNotNone(dets, 'no detections')
         ids = [d.results[0].hypothesis.class_id for d in dets.detections]
         self.assertIn('5', ids)
-        depth = self.depth.get(20.0, lambda m: m.header == dets.header)
+        depth = self.depth.get(30.0, lambda m: m.header == dets.header)
         self.assertIsNotNone(depth, 'no depth image for the same frame')
         self.assertEqual((depth.encoding, depth.height, depth.width),
                          ('32FC1', self.image.height, self.image.width))

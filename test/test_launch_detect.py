@@ -164,7 +164,7 @@ class TestDetectLaunch(unittest.TestCase):
     def wait_until_active(self, timeout: float = ACTIVE_TIMEOUT) -> None:
         def active() -> bool:
             try:  # services answer during the first configure's export too
-                return self.client.get_state(timeout=5.0) == 'active'
+                return self.client.get_state(timeout=30.0) == 'active'
             except TimeoutError:
                 return False
 
@@ -178,7 +178,7 @@ class TestDetectLaunch(unittest.TestCase):
         self.assertGreaterEqual(ids.count(BUS), 1, ids)
         self.assertGreaterEqual(ids.count(PERSON), 3, ids)
 
-        info = self.labels.get(timeout=10.0)
+        info = self.labels.get(timeout=30.0)
         self.assertIsNotNone(info, 'no label_info')
         names = {c.class_id: c.class_name for c in info.class_map}
         self.assertEqual(names[0], 'person')

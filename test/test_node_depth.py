@@ -77,7 +77,7 @@ def test_metric_depth_on_depth_with_colour_and_camera_info(
         images = c.publisher(Image, '/image', 10)
         info = CameraInfo(height=bus_msg.height, width=bus_msg.width, distortion_model='plumb_bob')
         info.k = np.array([500.0, 0, 540, 0, 500, 405, 0, 0, 1])
-        assert wait_for(lambda: info_pub.get_subscription_count() == 1, 10.0)
+        assert wait_for(lambda: info_pub.get_subscription_count() == 1, 30.0)
         bus_msg.header.frame_id = 'camera_optical'
         bus_msg.header.stamp.sec += 1
         got = None
@@ -94,7 +94,7 @@ def test_metric_depth_on_depth_with_colour_and_camera_info(
         finite = values[np.isfinite(values)]
         assert finite.size > 0.5 * values.size and (finite > 0).all()
         assert np.isnan(values).sum() + np.isinf(values).sum() + finite.size == values.size
-        pic = colored.get(10.0, lambda m: m.header == bus_msg.header)
+        pic = colored.get(30.0, lambda m: m.header == bus_msg.header)
         assert pic is not None and pic.encoding == 'rgb8'
         assert (pic.height, pic.width) == (got.height, got.width)
         republished = infos.get(5.0, lambda m: m.header == bus_msg.header)
@@ -150,7 +150,7 @@ def test_detection_and_depth_in_one_node(depth_manifests, model_dir, engine_cach
         bus_msg.header.frame_id = 'both'
         got = publish_until_answered(images, bus_msg, dets, 30.0)
         assert got is not None and len(got.detections) >= 4
-        same = depth.get(10.0, lambda m: m.header == got.header)
+        same = depth.get(30.0, lambda m: m.header == got.header)
         assert same is not None and (same.height, same.width) == (bus_msg.height, bus_msg.width)
         assert c.node.count_subscribers('/image') == 1
         names = c.get_parameters('yolov8n.confidence_threshold', 'da_metric.depth_colormap')
@@ -168,11 +168,11 @@ def test_bad_depth_frames_do_not_stop_the_node(depth_manifests, engine_cache_dir
         assert c.change_state('configure', timeout=600) and c.change_state('activate')
         relative = c.subscribe(Image, '/depth/relative', 5)
         images = c.publisher(Image, '/image', 10)
-        assert wait_for(lambda: images.get_subscription_count() == 1, 10.0)
+        assert wait_for(lambda: images.get_subscription_count() == 1, 30.0)
         short = Image(height=100, width=100, encoding='rgb8', step=300)
         short.data = array.array('B', bytes(10))
         images.publish(short)
-        assert h.node.wait_for_output('skipping image', 10.0)
+        assert h.node.wait_for_output('skipping image', 30.0)
         assert publish_until_answered(images, bus_msg, relative, 30.0) is not None
     finally:
         h.close()

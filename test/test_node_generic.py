@@ -56,19 +56,19 @@ def test_two_models_share_one_subscription_with_their_own_topics_and_parameters(
         things = c.subscribe(Detection2DArray, '/things/detections', 10)
         labels = c.subscribe(LabelInfo, '/things/label_info', LATCHED)
         image = c.publisher(Image, '/image', 10)
-        assert wait_for(lambda: c.node.count_subscribers('/image') == 1, 10.0)
+        assert wait_for(lambda: c.node.count_subscribers('/image') == 1, 30.0)
         got = h.send(bus_msg, people, image)
         assert got is not None and len(got.detections) >= 4
-        other = things.get(10.0, lambda m: m.header.frame_id == got.header.frame_id)
+        other = things.get(30.0, lambda m: m.header.frame_id == got.header.frame_id)
         assert other is not None and len(other.detections) == len(got.detections)
-        assert labels.get(10.0) is not None
+        assert labels.get(30.0) is not None
         values = c.get_parameters('people.confidence_threshold', 'things.confidence_threshold',
                                   'backend_in_use')
         assert values == {'people.confidence_threshold': 0.25,
                           'things.confidence_threshold': 0.25, 'backend_in_use': 'onnx'}
         assert c.set_parameters(**{'people.confidence_threshold': 0.6})[0].successful
         got = h.send(bus_msg, people, image)
-        other = things.get(10.0, lambda m: m.header.frame_id == got.header.frame_id)
+        other = things.get(30.0, lambda m: m.header.frame_id == got.header.frame_id)
         assert 0 < len(got.detections) < len(other.detections)
         assert all(d.results[0].hypothesis.score > 0.6 for d in got.detections)
         assert c.node.count_subscribers('/image') == 1
@@ -84,7 +84,7 @@ def test_invalid_saved_backend_is_reset_or_refused(model_dir, engine_cache_dir, 
     try:
         c = h.client
         assert c.change_state('configure', timeout=300)
-        assert h.node.wait_for_output("backend 'cpu' cannot run 'onnx_only' here", 5.0)
+        assert h.node.wait_for_output("backend 'cpu' cannot run 'onnx_only' here", 30.0)
         assert "using 'onnx', the best valid one" in h.node.output()
         assert c.get_parameters('backend', 'backend_in_use') == {
             'backend': 'onnx', 'backend_in_use': 'onnx'}
@@ -117,7 +117,7 @@ def test_reload_parameters_are_locked_in_every_configured_state(
         worker = threading.Thread(
             target=lambda: result.update(ok=c.change_state('configure', timeout=300)))
         worker.start()
-        assert wait_for(lambda: c.get_state() == 'configuring', 10.0)
+        assert wait_for(lambda: c.get_state() == 'configuring', 30.0)
         during = c.set_parameters(backend='cpu')[0]
         stop = threading.Event()
         states = []
@@ -211,7 +211,7 @@ def test_bad_start_up_parameters_are_one_line_errors_and_the_node_stays_up(
         assert 'Traceback' not in out
         assert c.get_parameters('confidence_threshold') == {'confidence_threshold': 1.0}
         assert not c.change_state('configure')
-        assert h.node.wait_for_output('configure failed: refused until these start-up', 5.0)
+        assert h.node.wait_for_output('configure failed: refused until these start-up', 30.0)
         assert all(r.successful for r in c.set_parameters(
             iou_threshold=0.5, max_detections=10, qos_reliability='reliable'))
         assert c.change_state('configure', timeout=300)
@@ -245,11 +245,11 @@ def test_lazy_node_takes_images_only_while_someone_listens(
     try:
         c = h.client
         assert c.change_state('configure', timeout=300) and c.change_state('activate')
-        assert h.node.wait_for_output('lazy: no subscriber on any output', 5.0)
+        assert h.node.wait_for_output('lazy: no subscriber on any output', 30.0)
         assert c.node.count_subscribers('/image') == 0
         answers = c.subscribe(Detection2DArray, '/detections', 10)
         image = c.publisher(Image, '/image', 10)
-        assert wait_for(lambda: c.node.count_subscribers('/image') == 1, 10.0)
+        assert wait_for(lambda: c.node.count_subscribers('/image') == 1, 30.0)
         assert h.send(bus_msg, answers, image) is not None
     finally:
         h.close()
@@ -296,9 +296,9 @@ def test_hostile_encodings_give_bounded_escaped_rate_capped_log_lines(
             return msg
 
         images.publish(bad('e' * 1_000_000))
-        assert h.node.wait_for_output("unsupported image encoding 'eeee", 10.0)
+        assert h.node.wait_for_output("unsupported image encoding 'eeee", 30.0)
         images.publish(bad(forged))
-        assert h.node.wait_for_output('\\x0a[ERROR] [0.0]', 10.0)
+        assert h.node.wait_for_output('\\x0a[ERROR] [0.0]', 30.0)
         for i in range(200):  # the node takes the newest each time it is free
             images.publish(bad(f'enc{i}'))
             time.sleep(0.005)

@@ -48,7 +48,7 @@ def _publishers(node, topic: str, profiles, msg_type=Image, count_on=None):
         owner = rclpy.create_node(f'camera_{index}', namespace='/drivers', context=node.context)
         nodes.append(owner)
         pubs.append(owner.create_publisher(msg_type, topic, profile))
-    assert wait_for(lambda: len(node.get_publishers_info_by_topic(topic)) == len(profiles), 10)
+    assert wait_for(lambda: len(node.get_publishers_info_by_topic(topic)) == len(profiles), 30.0)
     return pubs, nodes
 
 
@@ -124,20 +124,20 @@ def test_review_switches_when_a_best_effort_camera_appears_and_back(ros, topic):
         camera = rclpy.create_node('usb_cam', context=ros.context)
         nodes.append(camera)
         camera.create_publisher(Image, topic, BEST_EFFORT)
-        assert wait_for(lambda: len(ros.get_publishers_info_by_topic(topic)) == 2, 10)
+        assert wait_for(lambda: len(ros.get_publishers_info_by_topic(topic)) == 2, 30.0)
         change = review_qos(ros.get_publishers_info_by_topic(topic), current, 1, topic)
         assert change is not None and change.reliability == 'best_effort'
         assert '/usb_cam (best effort)' in change.reason
         current = change.profile
         camera.destroy_node()
         nodes.remove(camera)
-        assert wait_for(lambda: len(ros.get_publishers_info_by_topic(topic)) == 1, 10)
+        assert wait_for(lambda: len(ros.get_publishers_info_by_topic(topic)) == 1, 30.0)
         back = review_qos(ros.get_publishers_info_by_topic(topic), current, 1, topic)
         assert back is not None and back.reliability == 'reliable'
     finally:
         _cleanup(nodes)
     # No publisher left: the subscription stays as it is.
-    assert wait_for(lambda: not ros.get_publishers_info_by_topic(topic), 10)
+    assert wait_for(lambda: not ros.get_publishers_info_by_topic(topic), 30.0)
     assert review_qos(ros.get_publishers_info_by_topic(topic), current, 1, topic) is None
 
 

@@ -146,12 +146,12 @@ class MessageQueue:
     def _put_with_info(self, msg, info) -> None:
         self._items.put((Arrival(info['received_timestamp'], time.time_ns()), msg))
 
-    def get(self, timeout: float = 10.0, predicate: Callable[[Any], bool] | None = None):
+    def get(self, timeout: float = 30.0, predicate: Callable[[Any], bool] | None = None):
         """Return the next message (matching ``predicate``), or None after ``timeout`` seconds."""
         stamped = self.get_stamped(timeout, predicate)
         return None if stamped is None else stamped[1]
 
-    def get_stamped(self, timeout: float = 10.0,
+    def get_stamped(self, timeout: float = 30.0,
                     predicate: Callable[[Any], bool] | None = None
                     ) -> tuple[Arrival, Any] | None:
         """Like :meth:`get`, with the message's :class:`Arrival` times."""
@@ -233,7 +233,7 @@ class VisionNodeClient:
         """Wait until the node's lifecycle services answer."""
         self.get_state(timeout)
 
-    def get_state(self, timeout: float = 10.0) -> str:
+    def get_state(self, timeout: float = 30.0) -> str:
         """Return the current lifecycle state label, e.g. 'unconfigured', 'inactive', 'active'."""
         return self.call(GetState, 'get_state', GetState.Request(), timeout,
                          resend_after=_RESEND_QUERY_S).current_state.label
@@ -274,7 +274,7 @@ class VisionNodeClient:
             waited = _POLL_TRANSITION_S
         return bool(future.result().success)
 
-    def set_parameters(self, timeout: float = 10.0, **values: Any
+    def set_parameters(self, timeout: float = 30.0, **values: Any
                        ) -> list[SetParametersResult]:
         """Set parameters through the parameter service; one result per parameter."""
         request = SetParameters.Request()
@@ -282,7 +282,7 @@ class VisionNodeClient:
                               for k, v in values.items()]
         return list(self.call(SetParameters, 'set_parameters', request, timeout).results)
 
-    def get_parameters(self, *names: str, timeout: float = 10.0) -> dict[str, Any]:
+    def get_parameters(self, *names: str, timeout: float = 30.0) -> dict[str, Any]:
         """Return current parameter values by name."""
         request = GetParameters.Request(names=list(names))
         values = self.call(GetParameters, 'get_parameters', request, timeout,
@@ -290,7 +290,7 @@ class VisionNodeClient:
         return {n: Parameter.from_parameter_msg(ParameterMsg(name=n, value=v)).value
                 for n, v in zip(names, values)}
 
-    def describe_parameters(self, *names: str, timeout: float = 10.0
+    def describe_parameters(self, *names: str, timeout: float = 30.0
                             ) -> dict[str, ParameterDescriptor]:
         """Return parameter descriptors by name."""
         request = DescribeParameters.Request(names=list(names))
@@ -323,7 +323,7 @@ class VisionNodeClient:
         self.node.destroy_node()
 
 
-def publish_until_answered(publisher, msg, answers: MessageQueue, timeout: float = 20.0,
+def publish_until_answered(publisher, msg, answers: MessageQueue, timeout: float = 60.0,
                            resend_every: float = 1.0):
     """Publish ``msg`` until an answer with its ``header.frame_id`` arrives; None on timeout.
 
