@@ -221,6 +221,94 @@ def test_fuzzed_images_through_the_real_model(pipeline, assets: Path) -> None:
     assert time.monotonic() - started < 300
 
 
+def _compressed_bases(bgr: np.ndarray) -> list[tuple[bytes, str]]:
+    """Complete images as cameras send them: JPEG variants and PNG, with their format."""
+    import cv2
+
+    small = np.ascontiguousarray(bgr[300:540, 200:520])
+    grey = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
+    variants = [(small, []), (small, [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]),
+                (small, [cv2.IMWRITE_JPEG_RST_INTERVAL, 3]), (grey, [])]
+    bases = [(cv2.imencode('.jpg', image, params)[1].tobytes(), 'jpeg')
+             for image, params in variants]
+    return bases + [(cv2.imencode('.png', small)[1].tobytes(), 'png')]
+
+
+def _trailer(rng: np.random.Generator, bases: list[tuple[bytes, str]]) -> bytes:
+    """Bytes after a complete image: padding, maker data, a second image, stray markers."""
+    size = int(rng.choice([1, 100, 4095, 4097, 65536, 1 << 20]))
+    kind = int(rng.integers(5))
+    if kind == 0:
+        return b'\x00' * size
+    if kind == 1:
+        return rng.integers(0, 256, size, np.uint8).tobytes()
+    if kind == 2:
+        return bases[rng.integers(len(bases))][0] * int(rng.integers(1, 4))
+    if kind == 3:
+        return b'\xff' * size
+    return (b'\xff\xd9\xff\xd8' * (size // 4 + 1))[:size]
+
+
+def _fuzzed_compressed(rng: np.random.Generator, bases: list[tuple[bytes, str]]
+                       ) -> tuple[bytes, str, int | None]:
+    """A compressed frame; with the index of its base when it must decode to the base's pixels."""
+    index = int(rng.integers(len(bases)))
+    data, fmt = bases[index]
+    kind = int(rng.integers(4))
+    if kind == 0:  # complete, then anything at all
+        return data + _trailer(rng, bases), fmt, index
+    if kind == 1:  # cut short, maybe followed by bytes that hold no end-of-image marker
+        data = data[:int(rng.integers(0, len(data) - 1))]
+        if rng.random() < 0.5:
+            data += rng.integers(0, 0xD9, int(rng.integers(1, 10_000)), np.uint8).tobytes()
+        return data, fmt, None
+    edited = bytearray(data)
+    for _ in range(int(rng.integers(1, 8))):  # damaged bytes, in the header or the data
+        at = int(rng.integers(0, 64 if kind == 2 else len(edited)))
+        edited[at] = int(rng.integers(256))
+    tail = _trailer(rng, bases) if rng.random() < 0.5 else b''
+    return bytes(edited) + tail, str(rng.choice([fmt, '', 'rgb8; jpeg compressed bgr8'])), None
+
+
+def test_fuzzed_compressed_images_through_the_real_model(pipeline, bus_bgr) -> None:
+    """JPEG/PNG frames cut short, damaged, or followed by any data, as the node decodes them.
+
+    A complete image decodes to its own pixels whatever follows it (trailing data of any
+    length); everything else ends in an ImageConversionError in one bounded line or in an
+    image of the header's size, and the frames that decode go through the model.
+    """
+    from vision_nodes.decode import decode_compressed
+
+    bases = _compressed_bases(bus_bgr)
+    pixels = [decode_compressed(data, fmt)[0] for data, fmt in bases]
+    rng = np.random.default_rng(20260607)
+    outcomes = {'ok': 0, 'refused': 0, 'complete': 0}
+    inferences = 0
+    for case in range(400 * SCALE):
+        data, fmt, base = _fuzzed_compressed(rng, bases)
+        try:
+            with time_limit(30):
+                try:
+                    image, encoding = decode_compressed(data, fmt)
+                except ImageConversionError as exc:
+                    check_message(exc)
+                    assert base is None, f'a complete image was refused: {exc}'
+                    outcomes['refused'] += 1
+                    continue
+                if base is not None:
+                    np.testing.assert_array_equal(image, pixels[base])
+                    outcomes['complete'] += 1
+                outcomes['ok'] += 1
+                if inferences < 20 * SCALE:
+                    inferences += 1
+                    dets = pipeline.process(image, encoding, DetectionParams())
+                    _check_detections(dets, image.shape[0], image.shape[1])
+        except Exception as exc:  # noqa: BLE001 - report which case, then fail
+            raise AssertionError(f'case {case} ({len(data)} B, {clip(fmt)}): '
+                                 f'{type(exc).__name__}: {clip(exc)}') from exc
+    assert outcomes['complete'] >= 60 and outcomes['refused'] >= 100, outcomes
+
+
 # ----------------------------------------------------------------- manifests
 VALID_MANIFEST: dict[str, Any] = {
     'name': 'fuzz', 'task': 'detect', 'weights': 'w.pt', 'architecture': 'ultralytics',
