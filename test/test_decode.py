@@ -331,6 +331,41 @@ def test_harmless_libjpeg_warnings_do_not_drop_the_frame(decoder):
     assert image.shape == BGR.shape
 
 
+def _trailers() -> dict[str, bytes]:
+    """What cameras and encoders put after a JPEG's end-of-image marker, beyond 4 KiB."""
+    rng = np.random.default_rng(3)
+    return {
+        'zero padding': b'\x00' * 5000,
+        'maker data': rng.integers(0, 256, 1 << 20, dtype=np.uint8).tobytes(),
+        'second image (MPF)': _jpeg(GREY, 80),
+        'trailer with markers': (b'\xff\xd8\xff\xe1' + b'\xff' * 3000 + b'\xff\xd9SEFT') * 3,
+    }
+
+
+@pytest.mark.parametrize('decoder', DECODERS)
+@pytest.mark.parametrize('trailer', sorted(_trailers()))
+@pytest.mark.parametrize('variant', ['baseline', 'progressive', 'restart markers'])
+def test_data_after_the_end_of_image_is_ignored(variant, trailer, decoder):
+    """A complete JPEG decodes to the same pixels whatever follows its end-of-image marker."""
+    params = {'baseline': [], 'progressive': [cv2.IMWRITE_JPEG_PROGRESSIVE, 1],
+              'restart markers': [cv2.IMWRITE_JPEG_RST_INTERVAL, 2]}[variant]
+    jpeg = cv2.imencode('.jpg', BGR, params)[1].tobytes()
+    expected, _ = decode_compressed(jpeg, 'jpeg', decoder)
+    image, _ = decode_compressed(jpeg + _trailers()[trailer], 'jpeg', decoder)
+    np.testing.assert_array_equal(image, expected)
+
+
+@pytest.mark.parametrize('decoder', DECODERS)
+@pytest.mark.parametrize('cut', [0.5, 0.99])
+def test_a_cut_jpeg_followed_by_data_is_still_truncated(cut, decoder):
+    """Bytes after a JPEG cut before its end-of-image marker do not complete it."""
+    cut_jpeg = JPEG[:int(len(JPEG) * cut)]
+    for trailer in (b'\x00' * 10_000, b'\xff' * 10_000, b'\xd9' * 100):
+        with pytest.raises(ImageConversionError, match='truncated') as exc:
+            decode_compressed(cut_jpeg + trailer, 'jpeg', decoder)
+        _assert_one_line(exc)
+
+
 @pytest.mark.parametrize('decoder', DECODERS)
 def test_damaged_but_complete_jpeg_decodes_with_the_damage(decoder):
     """Valid headers, garbage entropy data, an EOI: decoded like every ROS viewer does."""

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from time_limit import time_limit
-from vision_nodes.images import ENCODINGS, ImageConversionError
+from vision_nodes.images import CAMERA_ENCODINGS, ENCODINGS, ImageConversionError
 from vision_nodes.limits import (MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_INPUT_PIXELS,
                                  MAX_INPUT_SIDE, MAX_LABELS, MAX_NAME_CHARS)
 from vision_nodes.manifest import ManifestError, ModelManifest, load_manifest
@@ -101,11 +101,11 @@ def _check_detections(dets: Detections, height: int, width: int) -> None:
 
 def _through_the_node_path(pipeline, msg) -> str:
     """What the node does with a frame: convert, process. Return 'ok' or 'refused'."""
-    from vision_nodes.ros.image_input import image_to_numpy
+    from vision_nodes.ros.image_input import image_to_array
 
     try:
-        image = image_to_numpy(msg)
-        dets = pipeline.process(image, msg.encoding, DetectionParams())
+        image, encoding = image_to_array(msg)
+        dets = pipeline.process(image, encoding, DetectionParams())
     except ImageConversionError as exc:
         check_message(exc)
         return 'refused'
@@ -140,22 +140,31 @@ def test_thin_images_through_the_real_model(pipeline, shape: tuple[int, int],
 ])
 def test_images_beyond_the_bound_are_refused_before_any_work(height: int, width: int,
                                                              step: int) -> None:
-    from vision_nodes.ros.image_input import image_to_numpy
+    from vision_nodes.ros.image_input import image_to_array
 
-    msg = _message(height, width, 'mono8', step, b'\0' * 64)
-    with time_limit(5), pytest.raises(ImageConversionError, match='larger than this node'):
-        image_to_numpy(msg)
+    for encoding in ('mono8', 'yuv422', 'nv24', 'bayer_rggb8'):
+        msg = _message(height, width, encoding, step, b'\0' * 64)
+        with time_limit(5), pytest.raises(ImageConversionError, match='larger than this node'):
+            image_to_array(msg)
 
 
-ENCODING_POOL = sorted(ENCODINGS) + [
+ENCODING_POOL = sorted(ENCODINGS) + sorted(CAMERA_ENCODINGS) + [
     '', 'RGB8', 'bgr16', 'jpeg', 'rgb8 ', 'rgb8\n[ERROR] forged line', '\x1b[2J', 'ünïcode',
-    'rgb8\x00', 'x' * 100_000]
+    'rgb8\x00', 'x' * 100_000, 'bayer_rggb16', 'YUV422', 'nv12 ', 'yuv420']
+#: Camera encodings: bytes a pixel in the first plane's rows, and all planes' rows per image
+#: row (from the layouts image_encodings.hpp cites, written out independently of the node).
+CAMERA_LAYOUT = {'uyvy': (2, 1), 'yuv422': (2, 1), 'yuyv': (2, 1), 'yuv422_yuy2': (2, 1),
+                 'nv12': (1, 1.5), 'nv21': (1, 1.5), 'nv24': (1, 3), 'bayer_rggb8': (1, 1),
+                 'bayer_bggr8': (1, 1), 'bayer_gbrg8': (1, 1), 'bayer_grbg8': (1, 1)}
 
 
 def _fuzzed_image(rng: np.random.Generator, bus: bytes) -> Any:
     encoding = ENCODING_POOL[rng.integers(len(ENCODING_POOL))]
     info = ENCODINGS.get(encoding)
-    pixel = info.channels * info.dtype.itemsize if info else int(rng.integers(1, 5))
+    if info:
+        pixel, rows = info.channels * info.dtype.itemsize, 1
+    else:
+        pixel, rows = CAMERA_LAYOUT.get(encoding, (int(rng.integers(1, 5)), 1))
     kind = rng.integers(6)
     if kind == 0:  # the bundled bus.jpg as bgr8, truncated or with a wrong step
         height, width, encoding, pixel = 1080, 810, 'bgr8', 3
@@ -176,7 +185,7 @@ def _fuzzed_image(rng: np.random.Generator, bus: bytes) -> Any:
                            int(rng.integers(0, 2 ** 32))]))
     step = min(step, 2 ** 32 - 1)
     if data is None:
-        needed = step * max(height - 1, 0) + row
+        needed = step * max(height - 1, 0) + row if rows == 1 else int(step * height * rows)
         size = needed if needed <= 8 << 20 and rng.random() < 0.7 else \
             int(rng.integers(0, 1 << 16))
         if rng.random() < 0.2:
@@ -186,7 +195,8 @@ def _fuzzed_image(rng: np.random.Generator, bus: bytes) -> Any:
 
 
 def test_fuzzed_images_through_the_real_model(pipeline, assets: Path) -> None:
-    """Random shapes, steps, encodings and truncated data, as the node's subscription gets them.
+    """Random shapes, steps, encodings (camera ones too) and truncated data, as the node's
+    subscription gets them.
 
     Each frame is converted and run through the model as the node does; every outcome is
     detections within the image or an ImageConversionError in one bounded line.
@@ -195,9 +205,9 @@ def test_fuzzed_images_through_the_real_model(pipeline, assets: Path) -> None:
 
     bus = cv2.imread(str(assets / 'bus.jpg')).tobytes()
     rng = np.random.default_rng(20261123)
-    outcomes = {'ok': 0, 'refused': 0}
+    outcomes = {'ok': 0, 'refused': 0, 'camera encodings converted': 0}
     inferences, started = 0, time.monotonic()
-    from vision_nodes.ros.image_input import image_to_numpy
+    from vision_nodes.ros.image_input import image_to_array
 
     for case in range(300 * SCALE):
         msg = _fuzzed_image(rng, bus)
@@ -206,11 +216,12 @@ def test_fuzzed_images_through_the_real_model(pipeline, assets: Path) -> None:
         try:
             with time_limit(30):
                 try:
-                    image_to_numpy(msg)
+                    image_to_array(msg)
                 except ImageConversionError as exc:
                     check_message(exc)
                     outcomes['refused'] += 1
                     continue
+                outcomes['camera encodings converted'] += msg.encoding in CAMERA_ENCODINGS
                 if inferences >= 30 * SCALE:  # the model is the slow part: enough of it
                     continue
                 inferences += 1
@@ -218,7 +229,96 @@ def test_fuzzed_images_through_the_real_model(pipeline, assets: Path) -> None:
         except Exception as exc:  # noqa: BLE001 - report which case, then fail
             raise AssertionError(f'{described}: {type(exc).__name__}: {clip(exc)}') from exc
     assert outcomes['ok'] >= 10 and outcomes['refused'] >= 100, outcomes
+    assert outcomes['camera encodings converted'] >= 10, outcomes
     assert time.monotonic() - started < 300
+
+
+def _compressed_bases(bgr: np.ndarray) -> list[tuple[bytes, str]]:
+    """Complete images as cameras send them: JPEG variants and PNG, with their format."""
+    import cv2
+
+    small = np.ascontiguousarray(bgr[300:540, 200:520])
+    grey = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
+    variants = [(small, []), (small, [cv2.IMWRITE_JPEG_PROGRESSIVE, 1]),
+                (small, [cv2.IMWRITE_JPEG_RST_INTERVAL, 3]), (grey, [])]
+    bases = [(cv2.imencode('.jpg', image, params)[1].tobytes(), 'jpeg')
+             for image, params in variants]
+    return bases + [(cv2.imencode('.png', small)[1].tobytes(), 'png')]
+
+
+def _trailer(rng: np.random.Generator, bases: list[tuple[bytes, str]]) -> bytes:
+    """Bytes after a complete image: padding, maker data, a second image, stray markers."""
+    size = int(rng.choice([1, 100, 4095, 4097, 65536, 1 << 20]))
+    kind = int(rng.integers(5))
+    if kind == 0:
+        return b'\x00' * size
+    if kind == 1:
+        return rng.integers(0, 256, size, np.uint8).tobytes()
+    if kind == 2:
+        return bases[rng.integers(len(bases))][0] * int(rng.integers(1, 4))
+    if kind == 3:
+        return b'\xff' * size
+    return (b'\xff\xd9\xff\xd8' * (size // 4 + 1))[:size]
+
+
+def _fuzzed_compressed(rng: np.random.Generator, bases: list[tuple[bytes, str]]
+                       ) -> tuple[bytes, str, int | None]:
+    """A compressed frame; with the index of its base when it must decode to the base's pixels."""
+    index = int(rng.integers(len(bases)))
+    data, fmt = bases[index]
+    kind = int(rng.integers(4))
+    if kind == 0:  # complete, then anything at all
+        return data + _trailer(rng, bases), fmt, index
+    if kind == 1:  # cut short, maybe followed by bytes that hold no end-of-image marker
+        data = data[:int(rng.integers(0, len(data) - 1))]
+        if rng.random() < 0.5:
+            data += rng.integers(0, 0xD9, int(rng.integers(1, 10_000)), np.uint8).tobytes()
+        return data, fmt, None
+    edited = bytearray(data)
+    for _ in range(int(rng.integers(1, 8))):  # damaged bytes, in the header or the data
+        at = int(rng.integers(0, 64 if kind == 2 else len(edited)))
+        edited[at] = int(rng.integers(256))
+    tail = _trailer(rng, bases) if rng.random() < 0.5 else b''
+    return bytes(edited) + tail, str(rng.choice([fmt, '', 'rgb8; jpeg compressed bgr8'])), None
+
+
+def test_fuzzed_compressed_images_through_the_real_model(pipeline, bus_bgr) -> None:
+    """JPEG/PNG frames cut short, damaged, or followed by any data, as the node decodes them.
+
+    A complete image decodes to its own pixels whatever follows it (trailing data of any
+    length); everything else ends in an ImageConversionError in one bounded line or in an
+    image of the header's size, and the frames that decode go through the model.
+    """
+    from vision_nodes.decode import decode_compressed
+
+    bases = _compressed_bases(bus_bgr)
+    pixels = [decode_compressed(data, fmt)[0] for data, fmt in bases]
+    rng = np.random.default_rng(20260607)
+    outcomes = {'ok': 0, 'refused': 0, 'complete': 0}
+    inferences = 0
+    for case in range(400 * SCALE):
+        data, fmt, base = _fuzzed_compressed(rng, bases)
+        try:
+            with time_limit(30):
+                try:
+                    image, encoding = decode_compressed(data, fmt)
+                except ImageConversionError as exc:
+                    check_message(exc)
+                    assert base is None, f'a complete image was refused: {exc}'
+                    outcomes['refused'] += 1
+                    continue
+                if base is not None:
+                    np.testing.assert_array_equal(image, pixels[base])
+                    outcomes['complete'] += 1
+                outcomes['ok'] += 1
+                if inferences < 20 * SCALE:
+                    inferences += 1
+                    dets = pipeline.process(image, encoding, DetectionParams())
+                    _check_detections(dets, image.shape[0], image.shape[1])
+        except Exception as exc:  # noqa: BLE001 - report which case, then fail
+            raise AssertionError(f'case {case} ({len(data)} B, {clip(fmt)}): '
+                                 f'{type(exc).__name__}: {clip(exc)}') from exc
+    assert outcomes['complete'] >= 60 and outcomes['refused'] >= 100, outcomes
 
 
 # ----------------------------------------------------------------- manifests

@@ -136,9 +136,10 @@ def test_big_endian_32fc1_padded() -> None:
 
 
 def test_unsupported_encoding() -> None:
-    msg = Image(height=2, width=2, encoding='yuv422', step=4, data=array.array('B', bytes(8)))
-    with pytest.raises(ImageConversionError, match="unsupported image encoding 'yuv422'"):
+    msg = Image(height=2, width=2, encoding='8UC2', step=4, data=array.array('B', bytes(8)))
+    with pytest.raises(ImageConversionError, match="unsupported image encoding '8UC2'"):
         image_to_numpy(msg)
+    # Camera encodings are read (converted to rgb8: test_camera_encodings), never written.
     with pytest.raises(ImageConversionError, match="unsupported image encoding 'yuv422'"):
         numpy_to_image(np.zeros((2, 2, 2), np.uint8), 'yuv422')
 

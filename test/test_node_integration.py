@@ -9,7 +9,9 @@ from __future__ import annotations
 import array
 import signal
 import time
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 rclpy = pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
@@ -19,6 +21,7 @@ from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
 import node_harness  # noqa: E402
+from detection_match import assert_same_detections  # noqa: E402
 from node_harness import LATCHED  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
 from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
@@ -173,22 +176,65 @@ def test_best_effort_camera_is_reported_as_incompatible(harness):
 
 
 def test_bad_images_are_skipped_and_node_keeps_running(harness, bus_msg):
-    """Unsupported encoding and truncated data: logged, skipped; the next good frame works."""
-    bad = Image(height=4, width=4, encoding='yuv422', step=8)
+    """Unsupported encodings, impossible sizes and truncated data: logged, skipped; the next
+    good frame works."""
+    bad = Image(height=4, width=4, encoding='bayer_rggb16', step=8)
     bad.data = array.array('B', bytes(32))
+    odd = Image(height=4, width=3, encoding='yuv422', step=6)
+    odd.data = array.array('B', bytes(24))
     short = Image(height=100, width=100, encoding='rgb8', step=300)
     short.data = array.array('B', bytes(10))
     depth = Image(height=2, width=2, encoding='32FC1', step=8)
     depth.data = array.array('B', bytes(16))
-    expected = ["unsupported image encoding 'yuv422'", 'need 30000 B',
-                "encoding '32FC1' cannot feed a colour model"]
-    for msg, text in zip((bad, short, depth), expected):
+    expected = ["16-bit Bayer 'bayer_rggb16' is not converted", 'odd width', 'need 30000 B',
+                "encoding '32FC1' cannot feed a colour model (accepted: rgb8, bgr8"]
+    for msg, text in zip((bad, odd, short, depth), expected):
         # Each distinct problem is logged at once (repeats are throttled); queue depth is 1,
         # so wait for each before sending the next.
         harness.images.publish(msg)
         assert harness.node.wait_for_output(text, 30.0), text
     assert harness.node.alive()
     assert harness.send(bus_msg) is not None
+
+
+def _camera_message(bgr, encoding: str) -> Image:
+    """bus.jpg as a camera driver sends it: packed UYVY (OpenCV's conversion) or an RGGB
+    mosaic (R G over G B, ROS's definition of bayer_rggb8)."""
+    import cv2
+
+    height, width = bgr.shape[:2]
+    if encoding == 'yuv422':
+        pixels, step = cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_UYVY), width * 2
+    else:
+        pixels, step = np.empty((height, width), np.uint8), width
+        for dy, dx, channel in ((0, 0, 2), (0, 1, 1), (1, 0, 1), (1, 1, 0)):  # BGR indices
+            pixels[dy::2, dx::2] = bgr[dy::2, dx::2, channel]
+    msg = Image(height=height, width=width, encoding=encoding, step=step)
+    msg.data = array.array('B', pixels.tobytes())
+    return msg
+
+
+def _as_detections(msg: Detection2DArray) -> SimpleNamespace:
+    """A Detection2DArray as the arrays detection_match compares."""
+    boxes = [(d.bbox.center.position.x - d.bbox.size_x / 2,
+              d.bbox.center.position.y - d.bbox.size_y / 2,
+              d.bbox.center.position.x + d.bbox.size_x / 2,
+              d.bbox.center.position.y + d.bbox.size_y / 2) for d in msg.detections]
+    hypotheses = [d.results[0].hypothesis for d in msg.detections]
+    return SimpleNamespace(boxes=np.array(boxes).reshape(-1, 4),
+                           scores=np.array([h.score for h in hypotheses]),
+                           class_ids=np.array([int(h.class_id) for h in hypotheses]))
+
+
+@pytest.mark.parametrize('encoding', ['yuv422', 'bayer_rggb8'])
+def test_camera_encodings_give_the_bgr8_detections(harness, bus_bgr, bus_msg, encoding):
+    """A USB webcam's yuv422 and a machine-vision camera's Bayer frame of bus.jpg: the node
+    converts them and finds what it finds in the bgr8 frame (same classes, boxes IoU 0.9)."""
+    reference = harness.send(bus_msg)
+    result = harness.send(_camera_message(bus_bgr, encoding))
+    assert reference is not None and result is not None
+    assert_same_detections(_as_detections(reference), _as_detections(result), min_score=0.5,
+                           min_iou=0.9, at_least=4)
 
 
 def test_deactivate_stops_and_activate_resumes(harness, bus_msg):

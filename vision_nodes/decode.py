@@ -25,11 +25,13 @@ compressed "`` (mono8/mono16, kept as they are); older publishers and many drive
   12-bit JPEG), each with :class:`~vision_nodes.images.ImageConversionError` and a one-line
   reason. A JPEG whose entropy data is damaged but complete decodes with the damage visible,
   as in every ROS image viewer, rather than being dropped (cheap UVC cameras send frames with
-  harmless libjpeg warnings on every frame).
+  harmless libjpeg warnings on every frame). Data after a JPEG's end-of-image marker
+  (metadata that phones and some encoders append) is ignored, however long.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import cv2
@@ -66,8 +68,8 @@ _JPEG_EOI = b'\xff\xd9'
 _PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'
 #: Start-of-frame markers (SOF0-SOF15 without DHT, JPG and DAC).
 _JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-#: Bytes of a JPEG's end searched for the end-of-image marker (encoders may pad after it).
-_EOI_SEARCH = 4096
+#: The end-of-image marker, searched in the message's own buffer (no copy).
+_EOI_PATTERN = re.compile(re.escape(_JPEG_EOI))
 #: Bounds on the header walk, so hostile data cannot make it loop for long.
 _MAX_SEGMENTS = 4096
 _MAX_SKIPPED = 4096
@@ -228,6 +230,21 @@ def read_header(data) -> CompressedHeader:
     return header
 
 
+def _has_end_of_image(buf: np.ndarray, scan_start: int) -> bool:
+    """Whether an end-of-image marker follows the first scan's data (at ``scan_start``).
+
+    A cut-off frame decodes "successfully" with grey rows in OpenCV and in non-strict
+    libjpeg-turbo, so completeness is checked here. In entropy-coded data a 0xFF byte is
+    always followed by 0x00 or a restart marker, and valid Huffman tables and scan headers
+    between progressive scans cannot spell FF D9: the first FF D9 after the first scan is the
+    image's end (only an odd comment or quantisation table between scans could hold one,
+    and at worst let a cut-off frame through with grey rows). Whatever follows the end
+    (metadata that phones and some encoders append, a second image) is left alone, at any
+    length: the decoders stop at the marker. One linear search, in C, over the buffer as it is.
+    """
+    return _EOI_PATTERN.search(buf, scan_start) is not None
+
+
 def default_jpeg_decoder() -> str:
     """Return the JPEG decoder used when none is named: simplejpeg if installed, else OpenCV."""
     return 'simplejpeg' if _simplejpeg is not None else 'opencv'
@@ -241,10 +258,7 @@ def _decode_jpeg(buf: np.ndarray, header: CompressedHeader, decoder: str
             f'{header.bit_depth}-bit JPEG is not supported (8-bit only)')
     if header.channels not in (1, 3, 4):
         raise ImageConversionError(f'JPEG with {header.channels} components is not supported')
-    # A cut-off frame decodes "successfully" with grey rows in OpenCV 4 and in non-strict
-    # libjpeg-turbo: require the end-of-image marker after the first scan.
-    tail_start = max(header.data_offset, buf.size - _EOI_SEARCH)
-    if buf[tail_start:].tobytes().rfind(_JPEG_EOI) < 0:
+    if not _has_end_of_image(buf, header.data_offset):
         raise ImageConversionError(
             f'jpeg data is truncated (no end-of-image marker; {buf.size} B received)')
     if decoder == 'simplejpeg' and header.channels != 4:  # CMYK/YCCK: OpenCV converts those

@@ -31,7 +31,9 @@ MAX_INPUT_PIXELS = 2048 * 2048
 MAX_PREPROCESSING_MAGNITUDE = 1e4
 #: Most detections a model may publish per image (manifest and node parameter).
 MAX_DETECTIONS = 10_000
-#: Largest image the node converts: pixels (8192 x 8192), and bytes of pixel data (rows x step).
+#: Largest image the node converts: pixels (8192 x 8192), and bytes of pixel data (rows x step,
+#: the rows of every plane for semi-planar YUV). A camera encoding's RGB copy is within the
+#: pixel bound.
 MAX_IMAGE_PIXELS = 8192 * 8192
 MAX_IMAGE_BYTES = 256 << 20
 #: Largest file an engine-cache entry may list (bytes), largest ``entry.json``, most files.

@@ -1,9 +1,12 @@
 """Conversion between ``sensor_msgs/Image`` and NumPy arrays, written without cv_bridge.
 
-``image_to_numpy`` returns a *view* on the message buffer wherever the layout allows it
-(no copy), honouring ``step`` (row padding) and ``is_bigendian``. ``numpy_to_image`` builds a
-message from an array. Both raise :class:`~vision_nodes.images.ImageConversionError` with a
-message that names the problem, so callers can log it and skip the frame.
+``image_to_array`` is the node's input adapter: the encodings of
+:data:`~vision_nodes.images.ENCODINGS` come back as a *view* on the message buffer (no copy),
+honouring ``step`` (row padding) and ``is_bigendian``; camera encodings (YUV, Bayer: see
+:mod:`vision_nodes.images`) are converted once, to a new ``rgb8`` array. ``image_to_numpy``
+is the view alone. ``numpy_to_image`` builds a message from an array. All raise
+:class:`~vision_nodes.images.ImageConversionError` with a message that names the problem, so
+callers can log it and skip the frame.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from __future__ import annotations
 import array
 import sys
 
+import cv2
 import numpy as np
 
-from ..images import ENCODINGS, ImageConversionError
+from ..images import (CAMERA_ENCODINGS, ENCODINGS, ImageConversionError, Plane, camera_to_rgb,
+                      image_planes)
 from ..limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
-from ..text import show
+from ..text import clip, show
 
 
 def _as_bytes_view(data) -> np.ndarray:
@@ -28,48 +33,93 @@ def _as_bytes_view(data) -> np.ndarray:
     return np.asarray(data, dtype=np.uint8)
 
 
+def _plane_views(buf: np.ndarray, step: int, planes: tuple[Plane, ...], dtype: np.dtype,
+                 encoding: str) -> list[np.ndarray]:
+    """Strided (rows, cols, channels) views of ``planes`` in ``buf``, checked against its size."""
+    first = planes[0]
+    row_bytes = first.cols * first.channels * dtype.itemsize
+    if step < row_bytes:
+        raise ImageConversionError(
+            f'step {step} is smaller than one row of {first.cols} px x {first.channels} ch x '
+            f'{dtype.itemsize} B = {row_bytes} B ({encoding})')
+    offset, starts = 0, []
+    for plane in planes:
+        starts.append(offset)
+        offset += plane.rows * plane.stride * step
+    last = planes[-1]
+    needed = starts[-1] + last.stride * step * (last.rows - 1) + \
+        last.cols * last.channels * dtype.itemsize
+    if buf.size < needed:
+        rows = ' then '.join(f'{p.rows} rows of step {p.stride * step}' for p in planes)
+        raise ImageConversionError(f'data holds {buf.size} B but {rows} need {needed} B')
+    # One strided view per plane covers packed and padded rows alike; numpy tolerates
+    # unaligned rows.
+    views = [np.ndarray(shape=(p.rows, p.cols, p.channels), dtype=dtype, buffer=buf,
+                        offset=start, strides=(p.stride * step, p.channels * dtype.itemsize,
+                                               dtype.itemsize))
+             for p, start in zip(planes, starts)]
+    for view in views:
+        view.flags.writeable = False
+    return views
+
+
+def _too_large(width: int, height: int, step: int) -> ImageConversionError:
+    return ImageConversionError(
+        f'image of {width}x{height} px, step {step} B is larger than this node accepts '
+        f'({MAX_IMAGE_PIXELS} px, {MAX_IMAGE_BYTES} B of rows): send a smaller image')
+
+
+def _message_planes(msg) -> list[np.ndarray]:
+    """Check a message's geometry against the bounds and its encoding; view its planes."""
+    encoding = msg.encoding
+    height, width, step = int(msg.height), int(msg.width), int(msg.step)
+    if height * width > MAX_IMAGE_PIXELS:
+        raise _too_large(width, height, step)
+    dtype, planes = image_planes(encoding, width, height)
+    if height <= 0 or width <= 0:
+        raise ImageConversionError(f'image has no pixels ({width}x{height})')
+    if sum(plane.rows * plane.stride for plane in planes) * step > MAX_IMAGE_BYTES:
+        raise _too_large(width, height, step)
+    if dtype.itemsize > 1:
+        dtype = dtype.newbyteorder('>' if msg.is_bigendian else '<')
+    return _plane_views(_as_bytes_view(msg.data), step, planes, dtype, encoding)
+
+
+def image_to_array(msg) -> tuple[np.ndarray, str]:
+    """Convert a ``sensor_msgs/Image`` into ``(array, encoding)``, the way the node reads it.
+
+    Encodings of :data:`~vision_nodes.images.ENCODINGS` give :func:`image_to_numpy`'s view
+    and the message's encoding; camera encodings (YUV 4:2:2, NV12/NV21/NV24, 8-bit Bayer) a
+    new (H, W, 3) array and ``'rgb8'``. Images beyond ``MAX_IMAGE_PIXELS`` pixels or
+    ``MAX_IMAGE_BYTES`` bytes of rows (:mod:`vision_nodes.limits`) are refused before any
+    work, as are sizes and steps the encoding's layout cannot have.
+    """
+    planes = _message_planes(msg)
+    encoding = msg.encoding
+    if encoding in ENCODINGS:
+        view = planes[0]
+        return (view[:, :, 0] if view.shape[2] == 1 else view), encoding
+    try:
+        return camera_to_rgb(encoding, planes), 'rgb8'
+    except (cv2.error, MemoryError) as exc:  # OpenCV's errors span lines: one line here
+        raise ImageConversionError(
+            f'{encoding} image of {msg.width}x{msg.height} could not be converted: '
+            f"{clip(' '.join(str(exc).split()) or type(exc).__name__)}") from None
+
+
 def image_to_numpy(msg) -> np.ndarray:
     """Convert a ``sensor_msgs/Image`` into an ``(H, W)`` or ``(H, W, C)`` array.
 
     The result is a view on ``msg.data`` when possible (always for 8-bit encodings); it is
     read-only and may be non-contiguous when rows are padded. Big-endian multi-byte data is
     returned with a big-endian dtype (values are correct; call ``np.ascontiguousarray`` with a
-    native dtype before heavy maths). Images beyond ``MAX_IMAGE_PIXELS`` pixels or
-    ``MAX_IMAGE_BYTES`` bytes of rows (:mod:`vision_nodes.limits`) are refused.
+    native dtype before heavy maths). Camera encodings have no such view: they are refused
+    here, and :func:`image_to_array` converts them.
     """
-    encoding = msg.encoding
-    info = ENCODINGS.get(encoding)
-    if info is None:
+    if msg.encoding in CAMERA_ENCODINGS:
         raise ImageConversionError(
-            f'unsupported image encoding {show(encoding, 40)} '
-            f"(supported: {', '.join(sorted(ENCODINGS))})")
-    height, width, step = int(msg.height), int(msg.width), int(msg.step)
-    if height <= 0 or width <= 0:
-        raise ImageConversionError(f'image has no pixels ({width}x{height})')
-    if height * width > MAX_IMAGE_PIXELS or height * step > MAX_IMAGE_BYTES:
-        raise ImageConversionError(
-            f'image of {width}x{height} px, step {step} B is larger than this node accepts '
-            f'({MAX_IMAGE_PIXELS} px, {MAX_IMAGE_BYTES} B of rows): send a smaller image')
-    dtype = info.dtype
-    if dtype.itemsize > 1:
-        dtype = dtype.newbyteorder('>' if msg.is_bigendian else '<')
-    row_bytes = width * info.channels * dtype.itemsize
-    if step < row_bytes:
-        raise ImageConversionError(
-            f'step {step} is smaller than one row of {width} px x {info.channels} ch x '
-            f'{dtype.itemsize} B = {row_bytes} B ({encoding})')
-    buf = _as_bytes_view(msg.data)
-    needed = step * (height - 1) + row_bytes
-    if buf.size < needed:
-        raise ImageConversionError(
-            f'data holds {buf.size} B but {height} rows of step {step} need {needed} B')
-    # One strided view covers packed and padded rows alike; numpy tolerates unaligned rows.
-    out = np.ndarray(shape=(height, width, info.channels), dtype=dtype, buffer=buf,
-                     offset=0, strides=(step, info.channels * dtype.itemsize, dtype.itemsize))
-    out.flags.writeable = False
-    if info.channels == 1:
-        out = out[:, :, 0]
-    return out
+            f'encoding {show(msg.encoding, 40)} is converted, not viewed: use image_to_array')
+    return image_to_array(msg)[0]
 
 
 def numpy_to_image(array_: np.ndarray, encoding: str, header=None):

@@ -52,7 +52,7 @@ from .compressed_input import compressed_to_numpy
 from .diagnostics import NodeFacts, diagnostic_array, diagnostic_status
 from .executor import FrameGate, TransitionExecutor, isolate_transitions
 from .frame_worker import FrameWorker
-from .image_input import image_to_numpy
+from .image_input import image_to_array
 from .image_subscription import ImageSubscription
 from .log_limiter import LogLimiter
 from .model_parameters import ModelParameters
@@ -559,7 +559,7 @@ class VisionNode(LifecycleNode):
                 if hasattr(msg, 'format'):  # sensor_msgs/CompressedImage
                     image, encoding = compressed_to_numpy(msg)
                 else:
-                    image, encoding = image_to_numpy(msg), msg.encoding
+                    image, encoding = image_to_array(msg)
             except ImageConversionError as exc:
                 self._frame_error(f'skipping image: {exc}')
                 return

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..images import ImageConversionError, rgb_channels
+from ..images import CAMERA_ENCODINGS, COLOR_INPUTS, ImageConversionError, rgb_channels
 from ..manifest import Preprocessing
 from ..text import show
 
@@ -102,12 +102,20 @@ def letterbox(image: np.ndarray, size: tuple[int, int], pad_value: int = 114,
 
 
 def channel_map(encoding: str, color_order: str) -> tuple[int, int, int]:
-    """Return the indices of the source channels that feed the model's three input channels."""
+    """Return the indices of the source channels that feed the model's three input channels.
+
+    Refusing an encoding, the error lists every encoding a colour model accepts in a message
+    (camera encodings included: they arrive here as ``rgb8``).
+    """
     rgb = rgb_channels(encoding)
+    if rgb is None and encoding in CAMERA_ENCODINGS:
+        raise ImageConversionError(
+            f'encoding {show(encoding)} is converted to rgb8 when a message is read '
+            '(vision_nodes.ros.image_input.image_to_array), not by the task')
     if rgb is None:
         raise ImageConversionError(
             f'encoding {show(encoding)} cannot feed a colour model '
-            '(use rgb8, bgr8, rgba8, bgra8 or mono8)')
+            f"(accepted: {', '.join(COLOR_INPUTS)})")
     return rgb if color_order == 'rgb' else rgb[::-1]
 
 
