@@ -19,6 +19,7 @@ from typing import Callable
 import pytest
 
 from vision_nodes.limits import MAX_PARAMS_FILE_BYTES
+from vision_nodes.ros.launch_description import OVERRIDABLE, node_parameters
 from vision_nodes.tools.client import NodeProcess, VisionNodeClient
 
 #: A process that refuses its arguments exits long before this.
@@ -170,3 +171,10 @@ def test_image_publisher_refuses_the_same_way(tmp_path):
     result = _run('vision_nodes.tools.image_publisher', str(image), '--seconds', '1',
                   '--ros-args', '-r', 'image:=/')
     assert 'forward slash' in _the_line(result, 'image_publisher', '-r image:=/')
+
+
+def test_launch_checks_the_parameters_file_the_same_way(tmp_path):
+    """The launch files refuse a parameters file the node would refuse, before starting it."""
+    with pytest.raises(RuntimeError, match=r"params_file '.*params\.fifo': not a regular "
+                                           r'file \(a FIFO\)'):
+        node_parameters('yolov8n', _fifo(tmp_path), {name: '' for name in OVERRIDABLE})
