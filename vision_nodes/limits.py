@@ -40,3 +40,6 @@ MAX_IMAGE_BYTES = 256 << 20
 MAX_CACHE_FILE_BYTES = 8 << 30
 MAX_ENTRY_JSON_BYTES = 1 << 20
 MAX_ENTRY_FILES = 64
+#: Largest ROS 2 parameters file (``--params-file``) a node starts with, in bytes (checked,
+#: with the file being a regular file, before rcl reads it).
+MAX_PARAMS_FILE_BYTES = 1 << 20

@@ -13,6 +13,7 @@ OnStateTransition, ChangeState, ParameterValue, Node ``ros_arguments``, EventHan
 
 from __future__ import annotations
 
+import functools
 import os
 import tempfile
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from typing import Any
 import yaml
 
 from ..runners.registry import BACKEND_CHOICES
+from ..text import show
+from .startup import StartupError, check_params_file
 
 PACKAGE = 'vision_nodes'
 EXECUTABLE = 'vision_node'
@@ -167,8 +170,11 @@ def node_parameters(default_model: str, params_file: str, arguments: dict[str, s
         defaults['models'] = list(default_models)
     entries: list[dict[str, Any] | str] = [_wildcard_params_file(defaults)]
     if params_file:
-        if not os.path.isfile(params_file):
-            raise RuntimeError(f"params_file '{params_file}' does not exist")
+        try:
+            check_params_file(params_file)  # the node's own check, before it is started
+        except StartupError as exc:
+            raise RuntimeError(f'params_file {show(params_file)}: {exc.problem}; {exc.rule}'
+                               ) from None
         entries.append(params_file)
     given: dict[str, Any] = {name: value for name, value in arguments.items() if value}
     if 'models' in given:
@@ -190,7 +196,7 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str
                         default_models: list[str] | None) -> list:
     """Return the LifecycleNode and its lifecycle event handlers (an OpaqueFunction body)."""
     from launch.actions import EmitEvent, LogInfo, RegisterEventHandler, Shutdown
-    from launch.event_handlers import OnProcessStart
+    from launch.event_handlers import OnProcessExit, OnProcessStart
     from launch.events import matches_action
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import LifecycleNode
@@ -227,7 +233,8 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str
         return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
                                            transition_id=transition_id))
 
-    actions = [node]
+    actions = [node, RegisterEventHandler(OnProcessExit(
+        target_action=node, on_exit=functools.partial(_failed_exit, full_name)))]
     # A failed configure leaves the node up and unconfigured; say so, and what to do.
     actions.append(RegisterEventHandler(OnStateTransition(
         target_lifecycle_node=node, start_state='configuring', goal_state='unconfigured',
@@ -262,6 +269,18 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str
                       change_state(Transition.TRANSITION_ACTIVATE)],
             handle_once=True)))
     return actions
+
+
+def _failed_exit(full_name: str, event, context) -> None:
+    """End the launch with an error when the node exits with a non-zero code on its own.
+
+    A node that cannot start (a remap rule rcl refuses, say) prints one line and exits with
+    code 2; the autostart configure request would otherwise wait for its service for ever.
+    An exit while the launch is shutting down (Ctrl-C) is no error.
+    """
+    if event.returncode != 0 and not getattr(context, 'is_shutdown', False):
+        raise RuntimeError(f'{full_name} exited with code {event.returncode}; its last line '
+                           'above says why')
 
 
 def vision_launch_description(*, task: str, default_model: str, default_params_file: str,

@@ -630,11 +630,16 @@ class VisionNode(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Entry point of ``vision_node``: spin until SIGINT/SIGTERM or the shutdown transition."""
+    """Entry point of ``vision_node``: spin until SIGINT/SIGTERM or the shutdown transition.
+
+    Returns normally (exit code 0) on shutdown; an argument the node cannot start with ends
+    the process with one line and exit code 2 (:func:`.startup.start_node`).
+    """
+    from .startup import start_node
+
     # Before any frame-sized buffer exists: see vision_nodes.platform.allocator.
     keep_freed_buffers()
-    rclpy.init(args=args)
-    node = VisionNode()
+    node = start_node(VisionNode, args, 'vision_node')
     executor = TransitionExecutor()
     executor.run_in_background(node._transitions)
     executor.add_node(node)

@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     from sensor_msgs.msg import CompressedImage, Image
 
     from ..ros.image_input import numpy_to_image
+    from ..ros.startup import start_node
 
     bgr = cv2.imread(args.image)
     if bgr is None:
@@ -52,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         msg = numpy_to_image(np.ascontiguousarray(array), args.encoding)
         topic, msg_type = args.topic, Image
-    rclpy.init(args=['--ros-args', *ros_args] if ros_args else None)
-    node = rclpy.create_node('image_publisher')
+    # A ROS argument rcl refuses ends the process with one line and exit code 2.
+    node = start_node(lambda: rclpy.create_node('image_publisher'),
+                      ['--ros-args', *ros_args] if ros_args else None, 'image_publisher')
     reliability = {'reliable': ReliabilityPolicy.RELIABLE,
                    'best_effort': ReliabilityPolicy.BEST_EFFORT}[args.reliability]
     pub = node.create_publisher(msg_type, topic, QoSProfile(
