@@ -604,8 +604,8 @@ def test_readme_lists_every_bound_with_its_value() -> None:
         assert any(f'`{name}`' in row and shown in row for row in rows), (name, shown)
 
 
-def test_default_model_dir_is_the_checkout_models_unless_set(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch):
+def test_default_model_dir_is_the_checkout_models_unless_set(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The environment variable wins; without it the checkout's shared/models is exported."""
     from vision_nodes.manifest import CHECKOUT_MODEL_DIR, use_default_model_dir
 

@@ -62,4 +62,4 @@ def test_this_environment_is_the_locked_one():
                  for d in metadata.distributions()}
     wrong = {name: (version, installed.get(name)) for name, version in _pins().items()
              if name not in LOCAL and installed.get(name) != version}
-    assert not wrong, f'installed versions differ from constraints.txt (pinned, installed): {wrong}'
+    assert not wrong, f'installed versions differ from constraints.txt (pinned, got): {wrong}'
