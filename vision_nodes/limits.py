@@ -38,3 +38,9 @@ MAX_IMAGE_BYTES = 256 << 20
 MAX_CACHE_FILE_BYTES = 8 << 30
 MAX_ENTRY_JSON_BYTES = 1 << 20
 MAX_ENTRY_FILES = 64
+#: TensorRT builder workspace (scratch memory tactics may use while an engine is built):
+#: a quarter of the GPU's memory, at most this much. TensorRT's default is the whole GPU,
+#: which on a Jetson (memory shared with the CPU) can starve the rest of the robot.
+MAX_TENSORRT_WORKSPACE_BYTES = 4 << 30
+#: Largest TensorRT timing cache read back from the engine cache folder (bytes).
+MAX_TENSORRT_TIMING_CACHE_BYTES = 64 << 20
