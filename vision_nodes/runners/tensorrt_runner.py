@@ -264,7 +264,7 @@ class TensorRTRunner(Runner):
             onnx_path = fp16.file(FP16_ONNX_FILE)
         manifest = cfg.manifest
         rect = manifest.rect and manifest.preprocessing.letterbox
-        profile = rect_profile(manifest.input_size) if rect else \
+        profile = rect_profile(manifest.input_size, manifest.stride) if rect else \
             static_profile(manifest.input_size)
         files: list[Path] = []
         if cfg.precision == 'int8':
