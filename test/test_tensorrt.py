@@ -776,3 +776,60 @@ def _trt_chain(node) -> list[str]:
     if not (isinstance(node, ast.Name) and node.id == 'trt'):
         return []
     return parts[::-1]
+
+
+# -- installs: extras that pin one CUDA major ------------------------------------------------
+
+#: First onnxruntime-gpu on PyPI built for CUDA 13 (1.26.0 needs nvidia-cuda-runtime-cu12,
+#: 1.27.0 nvidia-cuda-runtime-cu13: read from their metadata on PyPI).
+ORT_FIRST_CUDA13 = '1.27.0'
+
+
+def _extras() -> dict[str, list]:
+    import contextlib
+    import io
+
+    import setuptools  # noqa: F401 - provides distutils on Python 3.12 and later
+    from distutils.core import run_setup
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parent.parent
+    with contextlib.redirect_stdout(io.StringIO()):
+        dist = run_setup(str(root / 'setup.py'), stop_after='init')
+    return {name: [Requirement(r) for r in reqs]
+            for name, reqs in dist.extras_require.items()}
+
+
+def _spec(reqs, name):
+    from packaging.specifiers import SpecifierSet
+
+    found = [r.specifier for r in reqs if r.name == name]
+    return found[0] if found else SpecifierSet('<0')  # absent: allows nothing
+
+
+def test_gpu_extras_pin_one_cuda_major():
+    """cuda12 / cuda13 pick builds of their CUDA major only (the plain `tensorrt` and recent
+    onnxruntime-gpu resolve to CUDA 13, which CUDA 12 drivers and JetPack 6 refuse); jetson
+    leaves TensorRT and PyTorch to JetPack; every TensorRT extra has the fp16 converter."""
+    extras = _extras()
+    names = {k: {r.name for r in v} for k, v in extras.items()}
+    cuda12, cuda13, jetson = extras['cuda12'], extras['cuda13'], extras['jetson']
+    assert {'tensorrt-cu12', 'cuda-python', 'onnxruntime-gpu'} <= names['cuda12']
+    assert not names['cuda12'] & {'tensorrt', 'tensorrt-cu13'}
+    assert _spec(cuda12, 'tensorrt-cu12').contains('10.3.0')  # JetPack 6's version, on x86
+    assert _spec(cuda12, 'cuda-python').contains('12.9.10')
+    assert not _spec(cuda12, 'cuda-python').contains('13.0.0')
+    assert _spec(cuda12, 'onnxruntime-gpu').contains('1.26.0')
+    assert not _spec(cuda12, 'onnxruntime-gpu').contains(ORT_FIRST_CUDA13)
+    assert not _spec(extras['onnx-gpu'], 'onnxruntime-gpu').contains(ORT_FIRST_CUDA13)
+    assert {'tensorrt-cu13', 'cuda-python', 'onnxruntime-gpu'} <= names['cuda13']
+    assert not _spec(cuda13, 'cuda-python').contains('12.9.10')
+    assert not _spec(cuda13, 'onnxruntime-gpu').contains('1.26.0')
+    assert not names['jetson'] & {'tensorrt', 'tensorrt-cu12', 'tensorrt-cu13', 'torch',
+                                  'onnxruntime-gpu'}
+    assert _spec(jetson, 'cuda-python').contains('12.6.2.post1')
+    assert not _spec(jetson, 'cuda-python').contains('12.9.10')  # JetPack 6 has CUDA 12.6
+    assert any(r.name == 'numpy' and not r.specifier.contains('2.0.0') for r in jetson)
+    for extra in ('cuda12', 'cuda13', 'jetson', 'tensorrt'):
+        assert {'onnx', 'onnxconverter-common'} <= names[extra], extra
