@@ -159,7 +159,8 @@ def test_tensorrt_is_refused_here_with_its_reason(config):
     if _real_tensorrt():
         pytest.skip('TensorRT is installed here')
     reason = TensorRTRunner.unavailable_reason('tensorrt')
-    assert reason and reason.startswith('TensorRT is not installed (pip install tensorrt')
+    assert reason and reason.startswith("TensorRT is not installed (pip install "
+                                        "'vision_nodes[cuda12]' or 'vision_nodes[cuda13]'")
     with pytest.raises(RunnerError, match="backend 'tensorrt' is not available: TensorRT is "
                                           'not installed'):
         create_runner(config)
@@ -209,7 +210,7 @@ def test_old_tensorrt_or_missing_cuda_python_are_refused(monkeypatch, fake_gpu):
     monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', None)
     monkeypatch.setitem(sys.modules, 'cuda.cudart', None)
     assert TensorRTRunner.unavailable_reason('tensorrt').startswith(
-        'cuda-python is not installed (pip install cuda-python)')
+        "cuda-python is not installed (pip install 'cuda-python<13' for CUDA 12")
 
 
 # -- build, cache, load, run, release ---------------------------------------------------------

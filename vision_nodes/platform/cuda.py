@@ -76,7 +76,8 @@ def cuda_runtime() -> ModuleType:
             return importlib.import_module(name)
         except ImportError:
             continue
-    raise ImportError('cuda-python is not installed (pip install cuda-python)')
+    raise ImportError('cuda-python is not installed (the cuda12, cuda13 and jetson extras '
+                      'install the build for your CUDA)')
 
 
 def _error_text(rt: ModuleType, err: Any) -> str:

@@ -62,8 +62,9 @@ def _tensorrt_reason() -> str | None:
     try:
         trt = _import_tensorrt()
     except ImportError:
-        return ('TensorRT is not installed (pip install tensorrt, on a machine with an NVIDIA '
-                'GPU and driver)')
+        return ("TensorRT is not installed (pip install 'vision_nodes[cuda12]' or "
+                "'vision_nodes[cuda13]' to match the driver's CUDA; on a Jetson, JetPack's "
+                'python3-libnvinfer)')
     except Exception as exc:  # noqa: BLE001 - e.g. OSError for a missing libnvinfer
         return f'TensorRT cannot be imported: {clip(exc)}'
     version = str(getattr(trt, '__version__', '0'))
@@ -132,8 +133,9 @@ class TensorRTRunner(Runner):
         try:
             cuda.cuda_runtime()
         except ImportError:
-            return ('cuda-python is not installed (pip install cuda-python): the TensorRT '
-                    'runner uses it for device memory and streams')
+            return ("cuda-python is not installed (pip install 'cuda-python<13' for CUDA 12, "
+                    "'cuda-python>=13,<14' for CUDA 13; the cuda12, cuda13 and jetson extras "
+                    'pin it): the TensorRT runner uses it for device memory and streams')
         return cuda.gpu_unavailable_reason(0, _FACTS)
 
     @classmethod
