@@ -153,7 +153,7 @@ def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
 
 
 def unmatched(a: Any, b: Any, min_iou: float, label: str) -> list[str]:
-    """Detections of ``a`` (score >= MIN_SCORE) with no same-class box in ``b`` at min_iou."""
+    """List detections of ``a`` (score >= MIN_SCORE) with no same-class box in ``b``."""
     missing = []
     for box, score, cls in zip(a.boxes, a.scores, a.class_ids):
         if score < MIN_SCORE:
@@ -167,7 +167,7 @@ def unmatched(a: Any, b: Any, min_iou: float, label: str) -> list[str]:
 
 
 def compare(reference: Any, found: Any, precision: str, image: str) -> list[str]:
-    """Differences between the CPU's detections and a path's, both ways."""
+    """List the differences between the CPU's detections and a path's, both ways."""
     min_iou = MIN_IOU[precision]
     return (unmatched(reference, found, min_iou, f'{image}: missing from the GPU') +
             unmatched(found, reference, min_iou, f'{image}: not found on the CPU'))
@@ -178,7 +178,7 @@ def _ms(samples: Sequence[float]) -> float:
 
 
 def measure(model: Any, image: np.ndarray, params: Any, frames: int) -> dict[str, Any]:
-    """Median bare and pipeline times (ms) and the pipeline's stages, after a warm-up."""
+    """Return median bare and pipeline times (ms) and the pipeline's stages (warmed up)."""
     for _ in range(3):
         model.process(image, 'bgr8', params)  # also sets the input shape (rect inference)
     shape = model.input_shape(image.shape[:2])
@@ -256,7 +256,7 @@ def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
 
 
 def cpu_reference(setup: Setup) -> tuple[dict[str, Any], Outcome]:
-    """The CPU's detections (ONNX Runtime, fp32) on every image, and its own timings."""
+    """Return the CPU's detections (ONNX Runtime, fp32) on every image, and its timings."""
     from vision_nodes.pipeline import build_pipeline
 
     path = GpuPath('cpu-reference', 'ONNX Runtime on the CPU, fp32 (the reference)', 'onnx',
@@ -284,7 +284,7 @@ def _cell(value: float | None) -> str:
 
 
 def table(outcomes: Sequence[Outcome]) -> str:
-    """The outcomes as a Markdown table, then the paths that could not run and why."""
+    """Format the outcomes as a Markdown table, then the paths that could not run and why."""
     head = ['path', 'status', 'detections (>= 0.5)', 'bare ms', 'pipeline ms',
             *[f'{s} ms' for s in STAGES]]
     lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
@@ -304,7 +304,7 @@ def table(outcomes: Sequence[Outcome]) -> str:
 
 
 def environment(device_index: int) -> dict[str, Any]:
-    """Versions and the GPU's facts, for the report."""
+    """Return the versions and the GPU's facts, for the report."""
     from vision_nodes.platform import cuda
 
     versions: dict[str, str | None] = {'python': platform.python_version()}
@@ -319,7 +319,7 @@ def environment(device_index: int) -> dict[str, Any]:
 
 
 def bundled_images() -> Path | None:
-    """Folder of the sample images inside the ultralytics package, if it is installed."""
+    """Return the sample images' folder inside the ultralytics package, if installed."""
     try:
         import ultralytics
     except ImportError:

@@ -78,7 +78,7 @@ def _stub_source(symbols: list[str]) -> str:
 
 
 def _entry_points(module: Path) -> list[str]:
-    """TensorRT's C entry points the module imports (undefined, unversioned, not libc's)."""
+    """List the C entry points of TensorRT the module imports (undefined, not libc's)."""
     listing = subprocess.run(['nm', '-D', '--undefined-only', str(module)], check=True,
                              capture_output=True, text=True).stdout
     names = []

@@ -85,7 +85,7 @@ class CudaState:
 
     @property
     def device(self) -> int:
-        """The calling thread's current device (CUDA's is per thread, 0 until set)."""
+        """Return the calling thread's current GPU index: per thread in CUDA, 0 until set."""
         return getattr(self._current, 'device', 0)
 
     @device.setter
@@ -231,8 +231,10 @@ def _session(onnx_bytes: bytes) -> ort.InferenceSession:
 
 
 def _with_external_data(data: bytes, path: str | None) -> bytes:
-    """The model with its external weights read in from beside ``path`` (as TensorRT's parser
-    does); without a path they are looked for in the working directory, where they are not."""
+    """Return the model with its external weights read in from beside ``path``.
+
+    As TensorRT's parser does: without a path they are looked for in the working directory.
+    """
     import os
 
     import onnx

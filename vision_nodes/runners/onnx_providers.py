@@ -219,7 +219,7 @@ def tensorrt_library_version() -> str | None:
 
 
 def shape_profile(input_name: str, profile: Sequence[Sequence[int]]) -> dict[str, str]:
-    """TensorRT provider options for one input's (min, opt, max) shapes."""
+    """Return the TensorRT provider's options for one input's (min, opt, max) shapes."""
     keys = ('trt_profile_min_shapes', 'trt_profile_opt_shapes', 'trt_profile_max_shapes')
     return {key: f"{input_name}:{'x'.join(str(int(d)) for d in shape)}"
             for key, shape in zip(keys, profile)}
