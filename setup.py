@@ -9,14 +9,32 @@ package_name = 'vision_nodes'
 # Dependency groups: a runtime-only deployment installs `onnx` or `openvino` and never needs
 # torch or ultralytics. On a ROS install these come from rosdep/apt instead.
 RUNTIME = ['numpy>=1.22', 'PyYAML>=5.4', 'opencv-python-headless>=4.6', 'simplejpeg>=1.7']
+# The TensorRT backend reads the ONNX (labels, external weights) with onnx; TensorRT 11 has no
+# fp16 builder flag, so fp16 there builds from an fp16-converted ONNX (onnxconverter-common,
+# when ONNX Runtime's own converter is not installed).
+TENSORRT_TOOLS = ['onnx>=1.15', 'onnxconverter-common>=1.14']
+# GPU stacks by CUDA major version: each pins builds of one CUDA major (a CUDA 13 build does
+# not load on a CUDA 12 driver, nor on JetPack 6). PyPI's onnxruntime-gpu is built for CUDA 12
+# up to 1.26 and for CUDA 13 from 1.27. Install one stack, in place of `onnx` (only one
+# onnxruntime package may be installed); README "Installing for NVIDIA GPUs" has the recipes.
+CUDA12 = ['tensorrt-cu12>=10.3,<12', 'cuda-python>=12.3,<13', 'onnxruntime-gpu>=1.19,<1.27']
+CUDA13 = ['tensorrt-cu13>=10.13.2,<12', 'cuda-python>=13,<14', 'onnxruntime-gpu>=1.27']
 extras = {
     'onnx': RUNTIME + ['onnxruntime>=1.17'],
     # ONNX Runtime builds with GPU / OpenVINO execution providers (install one ONNX Runtime).
-    'onnx-gpu': RUNTIME + ['onnxruntime-gpu>=1.17'],
+    'onnx-gpu': RUNTIME + ['onnxruntime-gpu>=1.19,<1.27'],  # CUDA 12; cuda13 has the other
     'onnx-openvino': RUNTIME + ['onnxruntime-openvino>=1.17'],
     'openvino': RUNTIME + ['openvino>=2024.0', 'nncf>=2.10'],
-    # TensorRT 10+ and its CUDA binding (NVIDIA's index or JetPack on Jetson).
-    'tensorrt': RUNTIME + ['tensorrt>=10', 'cuda-python>=12', 'onnx>=1.15'],
+    # x86-64 or SBSA machines with an NVIDIA driver for CUDA 12 (>= 525) or CUDA 13 (>= 580).
+    'cuda12': RUNTIME + CUDA12 + TENSORRT_TOOLS,
+    'cuda13': RUNTIME + CUDA13 + TENSORRT_TOOLS,
+    # Jetson with JetPack 6.1/6.2 (CUDA 12.6, TensorRT 10.3): TensorRT's Python module comes
+    # from JetPack (apt python3-libnvinfer), PyTorch from NVIDIA's wheel for JetPack; only
+    # the CUDA binding matching JetPack's CUDA comes from PyPI.
+    # JetPack's TensorRT 10.3 module is built against NumPy 1.x: keep NumPy below 2.
+    'jetson': RUNTIME + ['numpy<2', 'cuda-python>=12.6,<12.7'] + TENSORRT_TOOLS,
+    # Kept for existing instructions: the CUDA 12 TensorRT stack without ONNX Runtime.
+    'tensorrt': RUNTIME + ['tensorrt-cu12>=10.3,<12', 'cuda-python>=12.3,<13'] + TENSORRT_TOOLS,
     'torch': RUNTIME + ['torch>=2.1', 'torchvision', 'ultralytics>=8.3', 'onnx>=1.15',
                         'onnxslim>=0.1.30', 'onnxruntime>=1.17', 'transformers>=4.45'],
     'test': ['pytest<9', 'flake8', 'pydocstyle'],

@@ -1,12 +1,30 @@
 """A fake ``tensorrt`` module and a fake CUDA runtime, for tests on machines without either.
 
 TensorRT and an NVIDIA GPU cannot exist on the machines these tests run on. The fakes follow
-the TensorRT 10.x Python API the runner uses (tensors by name, ``execute_async_v3``,
-``IInt8EntropyCalibrator2``, ``IProgressMonitor``) and cuda-python's runtime calls, and record
-every call. Device memory is real host memory behind fake addresses; copies to and from it
-move real bytes (``ctypes`` on the host side), so a runner that copies the wrong array, size
-or address gets wrong results. The fake "engine" runs the ONNX model it was built from with
-ONNX Runtime on the CPU, so outputs are the model's real outputs.
+the TensorRT 10.x and 11.x Python API the runner uses and cuda-python's runtime calls, and
+record every call. Device memory is real host memory behind fake addresses; copies to and
+from it move real bytes (``ctypes`` on the host side), so a runner that copies the wrong
+array, size or address gets wrong results. The fake "engine" runs the ONNX model it was built
+from with ONNX Runtime on the CPU, so outputs are the model's real outputs.
+
+Where the tests depend on it, the fakes behave as the real ones do:
+
+- Class, method and enum names and enum values are the real bindings' (``make_fake_tensorrt``
+  picks 10.x or 11.x by version); ``test_tensorrt.py`` checks every public name of the fake
+  against the names the real bindings register (``test/data/tensorrt_api.json``).
+- One logger per process: the first logger given to a Builder or Runtime receives every
+  message (later ones are ignored, as TensorRT does); a message for a logger Python has
+  freed fails the test (in TensorRT it would be a call through a dangling pointer).
+- The builder config starts with TF32 set, as TensorRT's does.
+- ``OnnxParser.parse(model, path=None)`` finds external weight files only beside ``path``.
+- The current CUDA device is per thread; an engine runs only on the device it was loaded on.
+
+Known differences, none of which the runner relies on: ``build_serialized_network`` returns
+``bytes`` (TensorRT: ``IHostMemory``, which supports the buffer protocol the runner uses); the
+engine format is the fake's own (a JSON header and the ONNX); engine I/O tensors are float32
+whatever the precision; the builder does no kernel timing, so the timing cache only counts
+builds; ``cudaMemcpyAsync`` copies at once (CUDA queues it on the stream); the fake CUDA
+runtime has no driver or context errors beyond the few coded below.
 
 Installed only inside tests, through ``monkeypatch.setitem(sys.modules, ...)``.
 """
@@ -17,11 +35,16 @@ import ctypes
 import enum
 import hashlib
 import json
+import threading
 import types
+import weakref
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+
+#: Attributes of the fake module that the real one does not have (the tests' records).
+FAKE_ONLY = ('calls', 'built', 'calibration_batches', 'messages', 'loggers', 'state')
 
 
 class CudaErr(enum.IntEnum):
@@ -46,22 +69,38 @@ class FakeStream:
 
 
 class CudaState:
-    """What the fake CUDA runtime holds: GPUs, the current one, allocations and streams."""
+    """What the fake CUDA runtime holds: GPUs, each thread's current one, memory, streams."""
 
     def __init__(self, gpus: list[dict[str, Any]]) -> None:
         self.gpus = gpus
-        self.device = 0
+        self._current = threading.local()
         self.memory: dict[int, bytearray] = {}
-        self.streams: set[int] = set()
+        self.memory_device: dict[int, int] = {}
+        self.pinned: dict[int, Any] = {}  # address -> ctypes buffer
+        self.streams: dict[int, int] = {}  # handle -> device
         self.next_pointer = 0x7F0000000000
         self.calls: list[tuple] = []
         self.freed: list[int] = []
+        self.copies: list[dict[str, Any]] = []  # one per cudaMemcpyAsync
+
+    @property
+    def device(self) -> int:
+        """Return the calling thread's current GPU index: per thread in CUDA, 0 until set."""
+        return getattr(self._current, 'device', 0)
+
+    @device.setter
+    def device(self, index: int) -> None:
+        self._current.device = index
 
     def find(self, pointer: int, count: int) -> tuple[bytearray, int]:
         for base, block in self.memory.items():
             if base <= pointer and pointer + count <= base + len(block):
                 return block, pointer - base
         raise AssertionError(f'no device allocation holds {count} bytes at {pointer:#x}')
+
+    def is_pinned(self, pointer: int, count: int) -> bool:
+        return any(base <= pointer and pointer + count <= base + ctypes.sizeof(buf)
+                   for base, buf in self.pinned.items())
 
 
 def make_fake_cudart(gpus: list[dict[str, Any]] | None = None) -> types.ModuleType:
@@ -113,6 +152,7 @@ def make_fake_cudart(gpus: list[dict[str, Any]] | None = None) -> types.ModuleTy
         pointer = state.next_pointer
         state.next_pointer += (nbytes + 0xFFFF) & ~0xFFFF
         state.memory[pointer] = bytearray(nbytes)
+        state.memory_device[pointer] = state.device
         return (ok, pointer)
 
     def cudaFree(pointer):
@@ -120,18 +160,32 @@ def make_fake_cudart(gpus: list[dict[str, Any]] | None = None) -> types.ModuleTy
         if pointer not in state.memory:
             return (CudaErr.cudaErrorInvalidValue,)
         del state.memory[pointer]
+        del state.memory_device[pointer]
         state.freed.append(pointer)
+        return (ok,)
+
+    def cudaMallocHost(nbytes):
+        record('cudaMallocHost', nbytes)
+        buffer = ctypes.create_string_buffer(nbytes)
+        pointer = ctypes.addressof(buffer)
+        state.pinned[pointer] = buffer
+        return (ok, pointer)
+
+    def cudaFreeHost(pointer):
+        record('cudaFreeHost', pointer)
+        if state.pinned.pop(pointer, None) is None:
+            return (CudaErr.cudaErrorInvalidValue,)
         return (ok,)
 
     def cudaStreamCreate():
         handle = 0x5000 + len(state.calls)
-        state.streams.add(handle)
+        state.streams[handle] = state.device
         record('cudaStreamCreate', handle)
         return (ok, FakeStream(handle))
 
     def cudaStreamDestroy(stream):
         record('cudaStreamDestroy', int(stream))
-        state.streams.discard(int(stream))
+        state.streams.pop(int(stream), None)
         return (ok,)
 
     def cudaStreamSynchronize(stream):
@@ -143,6 +197,9 @@ def make_fake_cudart(gpus: list[dict[str, Any]] | None = None) -> types.ModuleTy
 
     def cudaMemcpyAsync(dst, src, count, kind, stream):
         record('cudaMemcpyAsync', kind, count)
+        host = src if kind == MemcpyKind.cudaMemcpyHostToDevice else dst
+        state.copies.append({'kind': kind.name, 'bytes': count,
+                             'pinned': state.is_pinned(host, count), 'device': state.device})
         if kind == MemcpyKind.cudaMemcpyHostToDevice:
             block, offset = state.find(dst, count)
             block[offset:offset + count] = ctypes.string_at(src, count)
@@ -155,9 +212,9 @@ def make_fake_cudart(gpus: list[dict[str, Any]] | None = None) -> types.ModuleTy
         return (ok, f'fake CUDA error {CudaErr(err).name}'.encode())
 
     for func in (cudaGetDeviceCount, cudaGetDeviceProperties, cudaGetDevice, cudaSetDevice,
-                 cudaMemGetInfo, cudaMalloc, cudaFree, cudaStreamCreate, cudaStreamDestroy,
-                 cudaStreamSynchronize, cudaDeviceSynchronize, cudaMemcpyAsync,
-                 cudaGetErrorString):
+                 cudaMemGetInfo, cudaMalloc, cudaFree, cudaMallocHost, cudaFreeHost,
+                 cudaStreamCreate, cudaStreamDestroy, cudaStreamSynchronize,
+                 cudaDeviceSynchronize, cudaMemcpyAsync, cudaGetErrorString):
         setattr(rt, func.__name__, func)
     return rt
 
@@ -173,21 +230,64 @@ def _session(onnx_bytes: bytes) -> ort.InferenceSession:
     return ort.InferenceSession(onnx_bytes, providers=['CPUExecutionProvider'])
 
 
-def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35', *,
-                       weak_typing: bool = True) -> types.ModuleType:
+def _with_external_data(data: bytes, path: str | None) -> bytes:
+    """Return the model with its external weights read in from beside ``path``.
+
+    As TensorRT's parser does: without a path they are looked for in the working directory.
+    """
+    import os
+
+    import onnx
+    from onnx.external_data_helper import load_external_data_for_model, uses_external_data
+
+    model = onnx.ModelProto.FromString(data)
+    if not any(uses_external_data(t) for t in model.graph.initializer):
+        return data
+    folder = os.path.dirname(path) if path else os.getcwd()
+    load_external_data_for_model(model, folder)
+    return model.SerializeToString()
+
+
+# Enum values as the real bindings register them (test/data/tensorrt_api.json).
+_ENUMS_10 = {
+    'NetworkDefinitionCreationFlag': {'EXPLICIT_BATCH': 0, 'STRONGLY_TYPED': 1},
+    'BuilderFlag': {'FP16': 0, 'INT8': 1, 'REFIT': 4, 'TF32': 6, 'BF16': 17},
+}
+_ENUMS_11 = {
+    'NetworkDefinitionCreationFlag': {'STRONGLY_TYPED': 0},
+    'BuilderFlag': {'REFIT': 4, 'TF32': 6},
+}
+_ENUMS_COMMON = {
+    'MemoryPoolType': {'WORKSPACE': 0},
+    'TensorIOMode': {'NONE': 0, 'INPUT': 1, 'OUTPUT': 2},
+    'DataType': {'FLOAT': 0, 'HALF': 1, 'INT8': 2, 'INT32': 3},
+}
+
+
+def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
+                       ) -> types.ModuleType:
     """Return a fake ``tensorrt`` module bound to the fake CUDA runtime ``cudart``.
 
-    ``weak_typing=False`` imitates TensorRT 11: no FP16/INT8 builder flags and no int8
-    calibrators (strongly typed networks only).
+    A version from 11 on imitates TensorRT 11: no FP16/INT8 builder flags and no int8
+    calibrators (strongly typed networks only), and its enum values.
     """
+    major = int(version.split('.')[0])
+    weak_typing = major < 11
     trt = types.ModuleType('tensorrt')
     trt.__version__ = version
     trt.calls = []  # (what, details) in call order
     trt.built = []  # one dict per build_serialized_network call
     trt.calibration_batches = []
+    trt.messages = []  # (severity, message) TensorRT sent to its logger
+    trt.loggers = []  # every distinct logger a Builder or Runtime was given
+    process_logger: list[Any] = []  # a weak reference to the first one: TensorRT keeps it
 
     def record(what, **details):
         trt.calls.append((what, details))
+
+    for name, members in {**(_ENUMS_10 if weak_typing else _ENUMS_11),
+                          **_ENUMS_COMMON}.items():
+        setattr(trt, name, enum.IntEnum(name, members))
 
     class Severity(enum.IntEnum):
         INTERNAL_ERROR = 0
@@ -203,6 +303,22 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35', *,
     ILogger.Severity = Severity
     trt.ILogger = ILogger
 
+    def register_logger(logger):
+        if not any(known is logger for known in trt.loggers):
+            trt.loggers.append(logger)
+        if not process_logger:
+            process_logger.append(weakref.ref(logger))
+
+    def emit(severity, message):
+        """Send a message to the process's logger, as TensorRT does from C++."""
+        trt.messages.append((severity, message))
+        if not process_logger:
+            return
+        logger = process_logger[0]()
+        assert logger is not None, ('TensorRT would call a logger that Python has freed '
+                                    '(a crash): keep the process logger alive')
+        logger.log(severity, message)
+
     class IProgressMonitor:
         def __init__(self):
             pass
@@ -215,88 +331,146 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35', *,
                 pass
 
         trt.IInt8EntropyCalibrator2 = IInt8EntropyCalibrator2
-        trt.BuilderFlag = enum.IntEnum('BuilderFlag', 'FP16 INT8 TF32')
-    else:
-        trt.BuilderFlag = enum.IntEnum('BuilderFlag', 'TF32 REFIT')
-    trt.NetworkDefinitionCreationFlag = enum.IntEnum('NetworkDefinitionCreationFlag',
-                                                     {'STRONGLY_TYPED': 1})
-    trt.TensorIOMode = enum.IntEnum('TensorIOMode', 'NONE INPUT OUTPUT')
-    trt.DataType = enum.IntEnum('DataType', 'FLOAT HALF INT8 INT32')
 
     def nptype(dtype):
         return {trt.DataType.FLOAT: np.float32, trt.DataType.HALF: np.float16}[dtype]
 
     trt.nptype = nptype
 
-    class Tensor:
+    class ITensor:
         def __init__(self, name, shape):
             self.name, self.shape = name, tuple(shape)
 
-    class Network:
+    class INetworkDefinition:
         def __init__(self, flags):
-            self.flags = flags
-            self.onnx = b''
-            self.inputs: list[Tensor] = []
+            self._flags = flags
+            self._onnx = b''
+            self._inputs: list[ITensor] = []
+
+        @property
+        def flags(self):
+            return self._flags
 
         @property
         def num_inputs(self):
-            return len(self.inputs)
+            return len(self._inputs)
 
         def get_input(self, index):
-            return self.inputs[index]
+            return self._inputs[index]
 
     class OnnxParser:
         def __init__(self, network, logger):
-            self.network, self.errors = network, []
+            self._network, self._errors = network, []
 
-        def parse(self, data):
-            record('parse', sha256=hashlib.sha256(data).hexdigest())
+        def parse(self, model, path=None):
+            data = bytes(model)
+            record('parse', sha256=hashlib.sha256(data).hexdigest(), path=path)
             try:
+                data = _with_external_data(data, path)
                 session = _session(data)
             except Exception as exc:  # noqa: BLE001
-                self.errors = [f'ModelImporter: {exc}'.splitlines()[0]]
+                self._errors = [f'ModelImporter: {exc}'.splitlines()[0]]
                 return False
-            self.network.onnx = bytes(data)
-            self.network.inputs = [
-                Tensor(i.name, [d if isinstance(d, int) else -1 for d in i.shape])
+            self._network._onnx = data
+            self._network._inputs = [
+                ITensor(i.name, [d if isinstance(d, int) else -1 for d in i.shape])
                 for i in session.get_inputs()]
             return True
 
+        def parse_from_file(self, model):
+            with open(model, 'rb') as fh:
+                return self.parse(fh.read(), model)
+
         @property
         def num_errors(self):
-            return len(self.errors)
+            return len(self._errors)
 
         def get_error(self, index):
-            return self.errors[index]
+            return self._errors[index]
 
-    class OptimizationProfile:
+    class IOptimizationProfile:
         def __init__(self):
-            self.shapes = {}
+            self._shapes = {}
 
-        def set_shape(self, name, min, opt, max):  # noqa: A002 - TensorRT's names
-            record('set_shape', name=name, min=tuple(min), opt=tuple(opt), max=tuple(max))
-            self.shapes[name] = (tuple(min), tuple(opt), tuple(max))
+        def set_shape(self, input, min, opt, max):  # noqa: A002 - TensorRT's names
+            record('set_shape', name=input, min=tuple(min), opt=tuple(opt), max=tuple(max))
+            self._shapes[input] = (tuple(min), tuple(opt), tuple(max))
 
-    class BuilderConfig:
+    class ITimingCache:
+        def __init__(self, header, builds):
+            self._header, self._builds = header, builds
+
+        def serialize(self):
+            return json.dumps({**self._header, 'builds': self._builds}).encode()
+
+    def timing_header():
+        gpu = cudart.state.gpus[cudart.state.device]
+        return {'tensorrt': version, 'gpu': gpu['name'], 'cc': list(gpu['cc'])}
+
+    class IBuilderConfig:
         def __init__(self):
-            self.flags = set()
-            self.profiles = []
+            self._flags = {'TF32'}  # TensorRT's default
+            self._profiles = []
+            self._pools = {}
+            self._timing = None
             self.progress_monitor = None
-            self.calibration_profile = None
+            self._calibration_profile = None
             self._calibrator = None
+
+        @property
+        def flags(self):
+            return sum(1 << int(getattr(trt.BuilderFlag, f)) for f in self._flags)
 
         def set_flag(self, flag):
             record('set_flag', flag=flag.name)
-            self.flags.add(flag.name)
+            self._flags.add(flag.name)
+
+        def clear_flag(self, flag):
+            record('clear_flag', flag=flag.name)
+            self._flags.discard(flag.name)
+
+        def get_flag(self, flag):
+            return flag.name in self._flags
+
+        def set_memory_pool_limit(self, pool, pool_size):
+            record('set_memory_pool_limit', pool=pool.name, size=int(pool_size))
+            self._pools[pool.name] = int(pool_size)
+
+        def get_memory_pool_limit(self, pool):
+            return self._pools.get(pool.name, cudart.state.gpus[cudart.state.device]['memory'])
+
+        def create_timing_cache(self, serialized_timing_cache):
+            data = bytes(serialized_timing_cache)
+            record('create_timing_cache', size=len(data))
+            if not data:
+                return ITimingCache(timing_header(), 0)
+            try:
+                saved = json.loads(data)
+                builds = int(saved.pop('builds'))
+            except (ValueError, KeyError, TypeError):
+                emit(Severity.ERROR, 'timing cache: invalid serialized data')
+                return None
+            return ITimingCache(saved, builds)
+
+        def set_timing_cache(self, cache, ignore_mismatch):
+            fits = cache._header == timing_header()
+            record('set_timing_cache', fits=fits, builds=cache._builds)
+            if not fits and not ignore_mismatch:
+                emit(Severity.WARNING, 'timing cache was created for another device or '
+                                       'TensorRT version')
+                return False
+            self._timing = cache
+            return True
+
+        def get_timing_cache(self):
+            return self._timing
 
         def add_optimization_profile(self, profile):
-            self.profiles.append(profile)
-            return len(self.profiles) - 1
+            self._profiles.append(profile)
+            return len(self._profiles) - 1
 
         def set_calibration_profile(self, profile):
-            if not weak_typing:
-                raise AttributeError('set_calibration_profile was removed in TensorRT 11')
-            self.calibration_profile = profile
+            self._calibration_profile = profile
 
         @property
         def int8_calibrator(self):
@@ -304,25 +478,26 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35', *,
 
         @int8_calibrator.setter
         def int8_calibrator(self, value):
-            if not weak_typing:
-                raise AttributeError('int8_calibrator was removed in TensorRT 11')
             record('int8_calibrator')
             self._calibrator = value
+
+    if not weak_typing:  # TensorRT 11 has neither
+        del IBuilderConfig.int8_calibrator, IBuilderConfig.set_calibration_profile
 
     class Builder:
         def __init__(self, logger):
             record('Builder')
-            self.logger = logger
+            register_logger(logger)
 
         def create_network(self, flags=0):
             record('create_network', flags=flags)
-            return Network(flags)
+            return INetworkDefinition(flags)
 
         def create_builder_config(self):
-            return BuilderConfig()
+            return IBuilderConfig()
 
         def create_optimization_profile(self):
-            return OptimizationProfile()
+            return IOptimizationProfile()
 
         def build_serialized_network(self, network, config):
             monitor = config.progress_monitor
@@ -333,10 +508,12 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35', *,
                     assert monitor.step_complete('Tactic selection', step) is True
                 monitor.phase_finish('Tactic selection')
                 monitor.step_complete('Building engine', 0)
-            name = network.inputs[0].name
-            profile = config.profiles[0].shapes[name]
-            if 'INT8' in config.flags:
-                calibrator = config.int8_calibrator
+            name = network._inputs[0].name
+            profile = config._profiles[0]._shapes[name]
+            emit(Severity.WARNING, f'fake build of {name}: no kernels are timed')
+            emit(Severity.INFO, 'fake build: informational message')
+            if 'INT8' in config._flags:
+                calibrator = config._calibrator
                 assert calibrator is not None, 'INT8 without a calibrator'
                 assert calibrator.get_batch_size() == 1
                 assert calibrator.read_calibration_cache() is None
@@ -349,103 +526,117 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35', *,
                 calibrator.write_calibration_cache(b'fake calibration table')
             if monitor is not None:
                 monitor.phase_finish('Building engine')
+            timing = config._timing
             gpu = cudart.state.gpus[cudart.state.device]
-            header = {'tensorrt': version, 'gpu': gpu['name'], 'flags': sorted(config.flags),
-                      'network_flags': network.flags, 'input': name,
+            header = {'tensorrt': version, 'gpu': gpu['name'], 'flags': sorted(config._flags),
+                      'network_flags': network._flags, 'input': name,
                       'profile': [list(s) for s in profile],
-                      'onnx_sha256': hashlib.sha256(network.onnx).hexdigest(),
-                      'calibration_profile': config.calibration_profile is not None}
+                      'workspace': config._pools.get('WORKSPACE'),
+                      'timing_cache_builds': timing._builds if timing else None,
+                      'onnx_sha256': hashlib.sha256(network._onnx).hexdigest(),
+                      'calibration_profile': config._calibration_profile is not None}
+            if timing is not None:
+                timing._builds += 1
             trt.built.append(header)
             record('build_serialized_network', **header)
-            return json.dumps(header).encode() + b'\n' + network.onnx
+            return json.dumps(header).encode() + b'\n' + network._onnx
 
-    class Engine:
+    class ICudaEngine:
         def __init__(self, header, onnx_bytes):
-            self.header = header
-            self.session = _session(onnx_bytes)
-            self.input = header['input']
-            self.outputs = [o.name for o in self.session.get_outputs()]
+            self._header = header
+            self._session = _session(onnx_bytes)
+            self._input = header['input']
+            self._outputs = [o.name for o in self._session.get_outputs()]
+            self._device = cudart.state.device
             lo, _, hi = header['profile']
-            self.dynamic = lo != hi
+            self._dynamic = lo != hi
 
         @property
         def num_io_tensors(self):
-            return 1 + len(self.outputs)
+            return 1 + len(self._outputs)
 
         def get_tensor_name(self, index):
-            return ([self.input] + self.outputs)[index]
+            return ([self._input] + self._outputs)[index]
 
         def get_tensor_mode(self, name):
-            return trt.TensorIOMode.INPUT if name == self.input else trt.TensorIOMode.OUTPUT
+            return trt.TensorIOMode.INPUT if name == self._input else trt.TensorIOMode.OUTPUT
 
         def get_tensor_dtype(self, name):
             return trt.DataType.FLOAT
 
         def get_tensor_shape(self, name):
-            if name == self.input:
-                shape = list(self.header['profile'][2])
-                if self.dynamic:
+            if name == self._input:
+                shape = list(self._header['profile'][2])
+                if self._dynamic:
                     shape[2] = shape[3] = -1
                 return tuple(shape)
             return (-1,)
 
         def create_execution_context(self):
             record('create_execution_context')
-            return Context(self)
+            return IExecutionContext(self)
 
-    class Context:
+    class IExecutionContext:
         def __init__(self, engine):
-            self.engine = engine
-            self.shape = None
-            self.addresses = {}
-            self.output_shapes = {}
+            self._engine = engine
+            self._shape = None
+            self._addresses = {}
+            self._output_shapes = {}
 
         def set_input_shape(self, name, shape):
             record('set_input_shape', name=name, shape=tuple(shape))
-            lo, _, hi = self.engine.header['profile']
-            if name != self.engine.input or len(shape) != 4 or any(
+            lo, _, hi = self._engine._header['profile']
+            if name != self._engine._input or len(shape) != 4 or any(
                     not a <= s <= b for a, s, b in zip(lo, shape, hi)):
                 return False
-            self.shape = tuple(shape)
-            outputs = self.engine.session.run(None, {name: np.zeros(shape, np.float32)})
-            self.output_shapes = {n: o.shape for n, o in zip(self.engine.outputs, outputs)}
+            self._shape = tuple(shape)
+            outputs = self._engine._session.run(None, {name: np.zeros(shape, np.float32)})
+            self._output_shapes = {n: o.shape for n, o in zip(self._engine._outputs, outputs)}
             return True
 
         def get_tensor_shape(self, name):
-            if name == self.engine.input:
-                return self.shape
-            return self.output_shapes[name]
+            if name == self._engine._input:
+                return self._shape
+            return self._output_shapes[name]
 
-        def set_tensor_address(self, name, pointer):
+        def set_tensor_address(self, name, memory):
             record('set_tensor_address', name=name)
-            self.addresses[name] = pointer
+            self._addresses[name] = memory
             return True
 
         def execute_async_v3(self, stream_handle):
             assert isinstance(stream_handle, int)
-            assert stream_handle in cudart.state.streams, 'unknown stream'
-            tensor = read_device(cudart, self.addresses[self.engine.input], self.shape)
-            outputs = self.engine.session.run(None, {self.engine.input: tensor})
-            for name, out in zip(self.engine.outputs, outputs):
+            state = cudart.state
+            assert stream_handle in state.streams, 'unknown stream'
+            if state.device != self._engine._device or \
+                    state.streams[stream_handle] != self._engine._device:
+                emit(Severity.ERROR, f'engine of device {self._engine._device} enqueued '
+                                     f'on device {state.device}')
+                return False
+            tensor = read_device(cudart, self._addresses[self._engine._input], self._shape)
+            outputs = self._engine._session.run(None, {self._engine._input: tensor})
+            for name, out in zip(self._engine._outputs, outputs):
                 data = np.ascontiguousarray(out, np.float32).tobytes()
-                block, offset = cudart.state.find(self.addresses[name], len(data))
+                block, offset = state.find(self._addresses[name], len(data))
                 block[offset:offset + len(data)] = data
             return True
 
     class Runtime:
         def __init__(self, logger):
-            self.logger = logger
+            register_logger(logger)
 
-        def deserialize_cuda_engine(self, data):
-            data = bytes(data)
+        def deserialize_cuda_engine(self, serialized_engine):
+            data = bytes(serialized_engine)
             record('deserialize_cuda_engine', sha256=hashlib.sha256(data).hexdigest())
             head, _, onnx_bytes = data.partition(b'\n')
             header = json.loads(head)
             gpu = cudart.state.gpus[cudart.state.device]['name']
             if header['tensorrt'] != version or header['gpu'] != gpu:
-                self.logger.log(Severity.ERROR, 'engine built for another TensorRT or GPU')
+                emit(Severity.ERROR, 'engine built for another TensorRT or GPU')
                 return None
-            return Engine(header, onnx_bytes)
+            return ICudaEngine(header, onnx_bytes)
 
-    trt.Builder, trt.OnnxParser, trt.Runtime = Builder, OnnxParser, Runtime
+    for cls in (Builder, OnnxParser, Runtime, ITensor, INetworkDefinition, IBuilderConfig,
+                IOptimizationProfile, ITimingCache, ICudaEngine, IExecutionContext):
+        setattr(trt, cls.__name__, cls)
     return trt

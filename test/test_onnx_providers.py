@@ -3,13 +3,16 @@
 This machine's ONNX Runtime is the CPU build, so sessions on CPU are real. GPU and OpenVINO
 providers cannot exist here: where a test needs one, ``get_available_providers`` is patched
 to list it and session creation for it is faked (failing, or answering through a real CPU
-session); every CPU session stays real. The fp16 conversion and its accuracy are real.
+session); every CPU session stays real. The fp16 conversion and its accuracy are real. The
+CPU-fallback logic runs for real on the Azure provider, the one non-CPU provider this build
+has: it takes no node, so with CPU fallback disabled ONNX Runtime refuses the session.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -22,8 +25,10 @@ from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
 from vision_nodes.manifest import resolve_manifest
 from vision_nodes.runners.base import RunnerConfig, RunnerError
-from vision_nodes.runners.onnx_providers import (AUTO_ORDER, EXECUTION_PROVIDERS, OPENVINO,
-                                                 TENSORRT, provider_options)
+from vision_nodes.runners import onnx_providers
+from vision_nodes.runners.onnx_providers import (AUTO_ORDER, EXECUTION_PROVIDERS,
+                                                 NO_CPU_FALLBACK, OPENVINO, TENSORRT,
+                                                 provider_candidates, provider_options)
 from vision_nodes.runners.registry import create_runner
 from vision_nodes.tasks import create_task
 from vision_nodes.tasks.detect import DetectionParams
@@ -71,16 +76,34 @@ class _ProxySession:
         return getattr(self._session, name)
 
 
+def _config_entry(options, key: str) -> str:
+    """A session config entry's value, '' when unset (ONNX Runtime raises for those)."""
+    try:
+        return options.get_session_config_entry(key) if options is not None else ''
+    except RuntimeError:
+        return ''
+
+
+class _Calls(list):
+    def __init__(self):
+        super().__init__()
+        self.sessions = []
+
+
 def _fake_providers(monkeypatch, available, behaviour):
     """List ``available`` as this build's providers; sessions on non-CPU ones follow
     ``behaviour[provider]``: 'fail' raises, 'drop' silently runs on CPU (as ONNX Runtime does
     when a provider's libraries are missing), 'proxy' answers through a real CPU session.
-    Every call is recorded as (provider, model, options)."""
-    calls = []
+    Every call is recorded as (provider, model, options); ``calls.sessions`` keeps each
+    call's full provider list, their options and the session's config entry for CPU
+    fallback."""
+    calls = _Calls()
 
     def session(model, sess_options=None, providers=None, provider_options=None):
         provider = providers[0]
         calls.append((provider, model, provider_options[0] if provider_options else {}))
+        strict = _config_entry(sess_options, NO_CPU_FALLBACK)
+        calls.sessions.append((list(providers), list(provider_options or []), strict))
         if provider == CPU:
             return REAL_SESSION(model, sess_options=sess_options, providers=providers,
                                 provider_options=provider_options)
@@ -282,3 +305,98 @@ def test_missing_converter_is_a_clear_error(monkeypatch, onnx_bytes, tmp_path):
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(CacheError, match='pip install onnx onnxconverter-common'):
         ensure_fp16_onnx('yolov8n', onnx_bytes, EngineCache(tmp_path))
+
+
+# -- what real installs do: CPU fallback, TensorRT provider settings, OpenVINO, ROCm ---------
+
+def test_cpu_placement_is_said_not_hidden(monkeypatch, config, log):
+    """Real: a provider that takes no node (Azure here) is refused by ONNX Runtime with CPU
+    fallback disabled; the runner then lets the CPU take them and says so in the log."""
+    assert 'AzureExecutionProvider' in ort.get_available_providers()
+    monkeypatch.setitem(EXECUTION_PROVIDERS, 'azure', 'AzureExecutionProvider')
+    runner = create_runner(replace(config, execution_provider='azure'))
+    try:
+        assert runner.describe()['providers'] == ['AzureExecutionProvider', CPU]
+        notes = [line for line in log if 'run on the CPU' in line]
+        assert notes == ["AzureExecutionProvider: some nodes of 'yolov8n' run on the CPU (ONNX "
+                         'Runtime has no AzureExecutionProvider kernel for them, or keeps '
+                         'small shape computations there); the rest runs on the provider']
+        out = runner.infer(np.zeros((1, 3, 640, 640), np.float32))
+        assert out[0].shape == (1, 84, 8400)
+    finally:
+        runner.unload()
+
+
+def test_gpu_providers_start_without_cpu_fallback(monkeypatch, config, onnx_bytes):
+    """A GPU provider's session is strict (no CPU listed, fallback disabled); the CPU
+    provider's is not (ONNX Runtime refuses the two together)."""
+    calls = _fake_providers(monkeypatch, [CUDA, CPU], {CUDA: 'proxy'})
+    runner = create_runner(replace(config, execution_provider='cuda', device='1'))
+    runner.unload()
+    assert calls.sessions[-1] == ([CUDA], [{'device_id': 1}], '1')
+    runner = create_runner(replace(config, execution_provider='cpu'))
+    runner.unload()
+    assert calls.sessions[-1][0] == [CPU] and calls.sessions[-1][2] == ''
+    with pytest.raises(Exception, match='Conflicting session configuration'):
+        strict = ort.SessionOptions()
+        strict.add_session_config_entry(NO_CPU_FALLBACK, '1')
+        REAL_SESSION(onnx_bytes, sess_options=strict, providers=[CPU])
+
+
+def test_tensorrt_provider_has_cuda_behind_it_and_a_shape_profile(monkeypatch, config,
+                                                                  engine_cache_dir):
+    """TensorRT EP: CUDA (same GPU) behind it, not the CPU; an explicit min/opt/max profile
+    for the dynamic export (no engine rebuild per rect shape); TensorRT's version keyed."""
+    calls = _fake_providers(monkeypatch, [TENSORRT, CUDA, CPU],
+                            {TENSORRT: 'proxy', CUDA: 'proxy'})
+    monkeypatch.setattr(onnx_providers, 'tensorrt_library_version', lambda: '10.3.0')
+    runner = create_runner(replace(config, execution_provider='tensorrt', device='cuda:1'))
+    runner.unload()
+    providers, options, strict = calls.sessions[-1]
+    assert providers == [TENSORRT, CUDA] and strict == '1'
+    assert options[1] == {'device_id': 1}
+    assert (options[0]['trt_profile_min_shapes'], options[0]['trt_profile_opt_shapes'],
+            options[0]['trt_profile_max_shapes']) == (
+        'images:1x3x32x32', 'images:1x3x640x640', 'images:1x3x640x640')
+    first = options[0]['trt_engine_cache_path']
+    monkeypatch.setattr(onnx_providers, 'tensorrt_library_version', lambda: '10.16.1.11')
+    runner = create_runner(replace(config, execution_provider='tensorrt', device='cuda:1'))
+    runner.unload()
+    assert calls.sessions[-1][1][0]['trt_engine_cache_path'] != first
+    # rect: false exports a fixed-shape model: nothing to profile.
+    square = replace(config.manifest, rect=False)
+    runner = create_runner(replace(config, manifest=square, execution_provider='tensorrt'))
+    runner.unload()
+    assert runner.dynamic_shapes is False
+    assert 'trt_profile_min_shapes' not in calls.sessions[-1][1][0]
+
+
+def test_openvino_provider_precision_is_what_the_device_runs(tmp_path):
+    """fp16 on the CPU (OpenVINO's provider refuses FP16 there) and fp32 on an NPU (it would
+    run as fp16 without a word) are refused with the reason; the rest is allowed."""
+    opts = dict(cache=EngineCache(tmp_path), model='m', onnx_sha256='d' * 64,
+                ort_version='1.31.1')
+    for device in ('', 'CPU'):
+        with pytest.raises(RunnerError, match="on the CPU runs precision 'fp32' only"):
+            provider_options(OPENVINO, device=device, precision='fp16', **opts)
+    with pytest.raises(RunnerError, match=r"on the NPU runs fp16 only \(precision 'fp32' "
+                                          'would run as fp16'):
+        provider_options(OPENVINO, device='NPU', precision='fp32', **opts)
+    assert provider_options(OPENVINO, device='GPU', precision='fp16', **opts)['precision'] \
+        == 'FP16'
+    assert provider_options(OPENVINO, device='NPU', precision='fp16', **opts)['precision'] \
+        == 'FP16'
+    assert 'precision' not in provider_options(OPENVINO, device='CPU', precision='fp32',
+                                               **opts)
+
+
+def test_rocm_provider_points_to_migraphx(config):
+    """Real: ONNX Runtime >= 1.23 has no ROCm provider; asking for it says what to use."""
+    version = re.escape(ort.__version__)
+    with pytest.raises(RunnerError, match=rf'ONNX Runtime {version} has no ROCm execution '
+                                          r'provider \(removed in 1\.23\): on AMD GPUs use '
+                                          "execution_provider 'migraphx'"):
+        create_runner(replace(config, execution_provider='rocm'))
+    with pytest.raises(RunnerError, match="'ROCMExecutionProvider' is not available in this "
+                                          'ONNX Runtime build'):
+        provider_candidates('rocm', [CPU], '1.22.0')

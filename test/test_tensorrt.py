@@ -1,15 +1,26 @@
 """The TensorRT runner and the GPU facts, against fakes of TensorRT and the CUDA runtime.
 
 TensorRT and an NVIDIA GPU cannot exist on the machines these tests run on, so the runner is
-exercised against ``fake_tensorrt`` (TensorRT 10.x's Python API, recording every call, its
-"engine" running the ONNX with ONNX Runtime) and a fake cuda-python runtime (host memory
-behind fake device addresses). Everything else is real: the ONNX export, the engine cache,
-the task's preprocessing for calibration, the fp16 conversion. The tests that need neither
-fake check that this machine, which has no TensorRT, refuses the backend with its reason.
+exercised against ``fake_tensorrt`` (TensorRT 10.x's and 11.x's Python API, recording every
+call, its "engine" running the ONNX with ONNX Runtime) and a fake cuda-python runtime (host
+memory behind fake device addresses). Everything else is real: the ONNX export, the engine
+cache, the task's preprocessing for calibration, the fp16 conversion. The tests that need
+neither fake check that this machine, which has no TensorRT, refuses the backend with its
+reason.
+
+The fake is kept from drifting by ``test_fake_follows_the_real_bindings``: every public name
+and enum value of the fake, and every ``trt.X.Y`` the runner's code names, is checked against
+``test/data/tensorrt_api.json``. That list was made by ``scripts/tensorrt_api_names.py`` from
+the real ``tensorrt-cu12-bindings`` wheels (10.3.0, JetPack 6's TensorRT; 10.16.1.11;
+11.4.0.106), imported with empty stand-ins for the TensorRT libraries they link to, names read
+with ``dir()`` and enum values from ``__members__``; the script's docstring says how to
+refresh it. Nothing is downloaded by the tests.
 """
 
 from __future__ import annotations
 
+import ast
+import gc
 import json
 import shutil
 import sys
@@ -21,7 +32,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fake_tensorrt import make_fake_cudart, make_fake_tensorrt
+from fake_tensorrt import FAKE_ONLY, make_fake_cudart, make_fake_tensorrt
+from vision_nodes.artifacts import tensorrt_build
 from vision_nodes.artifacts.cache import EngineCache, file_sha256
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE
@@ -30,6 +42,7 @@ from vision_nodes.pipeline import ModelPipeline, build_pipeline, build_pipelines
 from vision_nodes.platform import cuda
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.runners.registry import create_runner
+from vision_nodes.runners import tensorrt_runner
 from vision_nodes.runners.tensorrt_runner import TensorRTRunner
 from vision_nodes.tasks import create_task
 from vision_nodes.tasks.detect import DetectionParams
@@ -38,6 +51,10 @@ ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime runs the fake engi
 
 GPU_A = {'name': 'NVIDIA Fake RTX 4090', 'cc': (8, 9), 'memory': 24 << 30}
 GPU_B = {'name': 'NVIDIA Fake A2000', 'cc': (8, 6), 'memory': 12 << 30}
+#: What the real bindings register (see the module docstring for how it was made).
+REAL_API = json.loads((Path(__file__).parent / 'data' / 'tensorrt_api.json').read_text())
+#: The fake's versions, and the real versions each must match (10.3: JetPack 6).
+FAKE_VERSIONS = {'10.13.0.35': ('10.3.0', '10.16.1.11'), '11.4.0.106': ('11.4.0.106',)}
 
 
 def _real_tensorrt() -> bool:
@@ -142,7 +159,8 @@ def test_tensorrt_is_refused_here_with_its_reason(config):
     if _real_tensorrt():
         pytest.skip('TensorRT is installed here')
     reason = TensorRTRunner.unavailable_reason('tensorrt')
-    assert reason and reason.startswith('TensorRT is not installed (pip install tensorrt')
+    assert reason and reason.startswith("TensorRT is not installed (pip install "
+                                        "'vision_nodes[cuda12]' or 'vision_nodes[cuda13]'")
     with pytest.raises(RunnerError, match="backend 'tensorrt' is not available: TensorRT is "
                                           'not installed'):
         create_runner(config)
@@ -192,7 +210,7 @@ def test_old_tensorrt_or_missing_cuda_python_are_refused(monkeypatch, fake_gpu):
     monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', None)
     monkeypatch.setitem(sys.modules, 'cuda.cudart', None)
     assert TensorRTRunner.unavailable_reason('tensorrt').startswith(
-        'cuda-python is not installed (pip install cuda-python)')
+        "cuda-python is not installed (pip install 'cuda-python<13' for CUDA 12")
 
 
 # -- build, cache, load, run, release ---------------------------------------------------------
@@ -229,7 +247,7 @@ def test_build_on_miss_load_on_hit_and_release(fake_trt, fake_gpu, config, log, 
 
     assert fake_gpu.state.memory and fake_gpu.state.streams
     runner.unload()
-    assert fake_gpu.state.memory == {} and fake_gpu.state.streams == set()
+    assert fake_gpu.state.memory == {} and not fake_gpu.state.streams
     assert runner._context is None and runner._engine is None and runner._runtime is None
     with pytest.raises(RunnerError, match='not loaded'):
         runner.infer(tensor)
@@ -321,10 +339,12 @@ def test_corrupt_engine_is_rebuilt(fake_trt, tiny_config):
 
 
 def test_fp16_sets_the_builder_flag(fake_trt, tiny_config):
-    """fp16 on TensorRT 10 is the builder's FP16 flag on the fp32 ONNX."""
+    """fp16 on TensorRT 10 is the builder's FP16 flag on the fp32 ONNX (TF32 stays on)."""
     runner = create_runner(replace(tiny_config, precision='fp16'))
     try:
         assert [c['flag'] for c in _calls(fake_trt, 'set_flag')] == ['FP16']
+        assert _calls(fake_trt, 'clear_flag') == []
+        assert fake_trt.built[0]['flags'] == ['FP16', 'TF32']
         assert runner.engine_path.name == 'tiny_fp16.engine'
         assert _calls(fake_trt, 'create_network')[0]['flags'] == 0
     finally:
@@ -390,12 +410,14 @@ def test_int8_without_calibration_images_is_refused(fake_trt, tiny_config, tmp_p
 def test_tensorrt_11_builds_fp16_from_the_converted_graph(monkeypatch, fake_gpu, config):
     """Without the FP16 flag (TensorRT 11) fp16 parses the fp16 ONNX, strongly typed."""
     pytest.importorskip('onnx', reason='the fp16 conversion needs onnx')
-    trt = make_fake_tensorrt(fake_gpu, '11.4.0.106', weak_typing=False)
+    trt = make_fake_tensorrt(fake_gpu, '11.4.0.106')
     monkeypatch.setitem(sys.modules, 'tensorrt', trt)
     runner = create_runner(replace(config, precision='fp16'))
     try:
-        assert _calls(trt, 'set_flag') == []
-        assert _calls(trt, 'create_network')[0]['flags'] == 1 << 1  # STRONGLY_TYPED
+        assert _calls(trt, 'set_flag') == [] and _calls(trt, 'clear_flag') == []
+        # Always strongly typed; its STRONGLY_TYPED flag (value 0 there) is deprecated.
+        assert _calls(trt, 'create_network')[0]['flags'] == 0
+        assert trt.built[0]['flags'] == ['TF32']
         fp16 = [p for p in config.cache.root.glob('yolov8n_trt-onnx-fp16-*/' + FP16_ONNX_FILE)]
         assert len(fp16) == 1
         assert _calls(trt, 'parse')[0]['sha256'] == file_sha256(fp16[0])
@@ -418,7 +440,7 @@ def test_unparsable_onnx_is_a_clear_error(fake_trt, fake_gpu, tmp_path):
         create_runner(RunnerConfig(manifest=_manifest(broken), weights=broken,
                                    backend='tensorrt', cache=cache))
     assert not [p for p in cache.root.glob('*tensorrt*') if p.is_dir()]
-    assert fake_gpu.state.memory == {} and fake_gpu.state.streams == set()
+    assert fake_gpu.state.memory == {} and not fake_gpu.state.streams
 
 
 # -- rect inference: the optimisation profile -------------------------------------------------
@@ -531,3 +553,284 @@ def test_gpu_facts_prefer_torch_when_it_sees_the_gpu(monkeypatch):
                               'compute_capability': '9.0', 'memory_total': 80 << 30,
                               'memory_used': 10 << 30, 'source': 'torch'}
     assert cuda.gpu_unavailable_reason(0) is None
+
+
+# -- what real installs need: logger, external weights, precision honesty, build settings ----
+
+def test_one_logger_for_every_runner(fake_trt, tiny_onnx, tmp_path):
+    """TensorRT keeps the first logger of the process: each runner's messages still reach
+    its own log, and the logger outlives the runner that created it."""
+    logs: dict[str, list[str]] = {'a': [], 'b': []}
+    cache = EngineCache(tmp_path / 'cache')
+
+    def load(name):
+        manifest = _manifest(tiny_onnx, name, (64, 64))
+        return create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
+                                          backend='tensorrt', cache=cache,
+                                          log=logs[name].append))
+
+    load('a').unload()
+    gc.collect()  # a logger owned by runner 'a' would be freed here
+    runner = load('b')
+    runner.unload()
+    warning = 'TensorRT warning: fake build of images: no kernels are timed'
+    assert logs['a'].count(warning) == 1 and logs['b'].count(warning) == 1
+    assert not any('informational' in line for line in logs['a'] + logs['b'])
+    assert len(fake_trt.loggers) == 1  # every Builder and Runtime got the same one
+    # Messages on a thread with no runner's log go to Python's logging.
+    assert tensorrt_build.tensorrt_logger(fake_trt) is fake_trt.loggers[0]
+
+
+def test_external_weights_are_found_beside_the_model(fake_trt, tiny_onnx, tmp_path,
+                                                     monkeypatch):
+    """An .onnx with external data is parsed with its path, from any working directory;
+    the weight files are part of the engine's key."""
+    onnx = pytest.importorskip('onnx', reason='onnx writes the external data')
+    model_dir = tmp_path / 'model'
+    model_dir.mkdir()
+    model = onnx.load(str(tiny_onnx))
+    onnx.save(model, str(model_dir / 'tiny.onnx'), save_as_external_data=True,
+              all_tensors_to_one_file=True, location='tiny.weights', size_threshold=0)
+    assert (model_dir / 'tiny.weights').is_file()
+    elsewhere = tmp_path / 'elsewhere'
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    weights = model_dir / 'tiny.onnx'
+    config = RunnerConfig(manifest=_manifest(weights, 'tiny', (64, 64)), weights=weights,
+                          backend='tensorrt', cache=EngineCache(tmp_path / 'cache'))
+    runner = create_runner(config)
+    try:
+        assert _calls(fake_trt, 'parse')[0]['path'] == str(weights)
+        tensor = np.random.default_rng(4).random((1, 3, 64, 64), dtype=np.float32)
+        np.testing.assert_allclose(runner.infer(tensor)[0], _reference(tiny_onnx, tensor)[0],
+                                   rtol=1e-5)
+        fields = json.loads((runner.engine_path.parent / 'entry.json').read_text())['fields']
+        assert len(fields['external_data_sha256']) == 64
+    finally:
+        runner.unload()
+    data = (model_dir / 'tiny.weights').read_bytes()
+    (model_dir / 'tiny.weights').write_bytes(bytes(4) + data[4:])  # another weight
+    again = create_runner(config)
+    try:
+        assert again.cache_hit is False  # not the engine of the old weights
+    finally:
+        again.unload()
+    (model_dir / 'tiny.weights').unlink()
+    with pytest.raises(RunnerError, match=r"external data file '.*tiny\.weights' is missing"):
+        create_runner(config)
+
+
+def test_fp32_is_exact_fp32_and_the_workspace_is_bounded(fake_trt, fake_gpu, tiny_config):
+    """fp32 clears TF32 (on by default in TensorRT); every build sets a workspace limit that
+    is part of the key: a quarter of the GPU's memory, at most 4 GiB."""
+    runner = create_runner(tiny_config)
+    try:
+        assert [c['flag'] for c in _calls(fake_trt, 'clear_flag')] == ['TF32']
+        assert fake_trt.built[0]['flags'] == []
+        assert _calls(fake_trt, 'set_memory_pool_limit') == [
+            {'pool': 'WORKSPACE', 'size': 4 << 30}]
+        facts = json.loads((runner.engine_path.parent / 'build.json').read_text())
+        assert facts['tf32'] is False and facts['workspace_bytes'] == 4 << 30
+        first = runner.engine_path.parent
+    finally:
+        runner.unload()
+    fake_gpu.state.gpus[0] = dict(GPU_A, memory=8 << 30)  # e.g. a Jetson Orin Nano
+    runner = create_runner(tiny_config)
+    try:
+        assert fake_trt.built[-1]['workspace'] == 2 << 30
+        fields = json.loads((runner.engine_path.parent / 'entry.json').read_text())['fields']
+        assert fields['workspace_bytes'] == 2 << 30 and runner.engine_path.parent != first
+    finally:
+        runner.unload()
+
+
+def test_timing_cache_is_kept_per_gpu_and_version(fake_trt, fake_gpu, tiny_config, log):
+    """Builds share one timing cache per GPU model and TensorRT version in the cache folder;
+    a damaged one is replaced, never fatal."""
+    for precision in ('fp32', 'fp16'):
+        create_runner(replace(tiny_config, precision=precision)).unload()
+    assert [b['timing_cache_builds'] for b in fake_trt.built] == [0, 1]
+    folder = tiny_config.cache.root / tensorrt_build.TIMING_CACHE_DIR
+    files = sorted(p.name for p in folder.iterdir())
+    assert files == ['NVIDIA_Fake_RTX_4090-sm8.9-trt10.13.0.35.cache']
+    fake_gpu.state.gpus[0] = dict(GPU_B)
+    create_runner(tiny_config).unload()
+    assert fake_trt.built[-1]['timing_cache_builds'] == 0  # another GPU: its own cache
+    assert len(list(folder.iterdir())) == 2
+    path = folder / files[0]
+    path.write_bytes(b'garbage')
+    fake_gpu.state.gpus[0] = dict(GPU_A)
+    other = _manifest(tiny_config.weights, 'tiny2', (640, 640))  # a build, not a hit
+    create_runner(replace(tiny_config, manifest=other)).unload()
+    assert any('does not fit this GPU or TensorRT version: starting empty' in line
+               for line in log)
+    assert json.loads(path.read_bytes())['builds'] == 1  # rewritten, valid again
+
+
+def test_frames_are_copied_through_pinned_memory(fake_trt, fake_gpu, tiny_config):
+    """Every per-frame copy has pinned host memory on its host side; cleanup frees it."""
+    runner = create_runner(tiny_config)
+    try:
+        fake_gpu.state.copies.clear()
+        tensor = np.random.default_rng(5).random((1, 3, 640, 640), dtype=np.float32)
+        first = runner.infer(tensor)[0]
+        second = runner.infer(tensor * 0.5)[0]
+        assert len(fake_gpu.state.copies) == 4
+        assert all(c['pinned'] for c in fake_gpu.state.copies)
+        assert not np.array_equal(first, second)  # results are copies, not the buffer
+        assert fake_gpu.state.pinned
+    finally:
+        runner.unload()
+    assert fake_gpu.state.pinned == {}
+
+
+def test_fake_follows_the_real_bindings():
+    """Every public name and enum value of the fake exists in the real bindings it imitates,
+    and every ``trt.X.Y`` the runner's code names exists in a supported TensorRT."""
+    versions = REAL_API['versions']
+    assert set(versions) == {'10.3.0', '10.16.1.11', '11.4.0.106'}
+    for fake_version, references in FAKE_VERSIONS.items():
+        trt = make_fake_tensorrt(make_fake_cudart(), fake_version)
+        for ref in references:
+            real = versions[ref]
+            fake_names = {n for n in vars(trt) if not n.startswith('_')} - set(FAKE_ONLY)
+            assert fake_names <= set(real['module']), (ref, fake_names - set(real['module']))
+            for name, kind in _fake_enums(trt).items():
+                assert {m.name: int(m) for m in kind} == {
+                    k: v for k, v in real['enums'][name].items() if k in kind.__members__}, \
+                    (ref, name)
+                assert set(kind.__members__) <= set(real['enums'][name]), (ref, name)
+            for name, members in _fake_members(trt).items():
+                missing = members - set(real['classes'][name])
+                assert not missing, (ref, name, missing)
+    _check_runner_names(versions)
+
+
+def _fake_enums(trt) -> dict:
+    names = ('NetworkDefinitionCreationFlag', 'BuilderFlag', 'MemoryPoolType', 'TensorIOMode',
+             'DataType')
+    found = {n: getattr(trt, n) for n in names}
+    found['ILogger.Severity'] = trt.ILogger.Severity
+    return found
+
+
+def _fake_members(trt) -> dict[str, set[str]]:
+    """Public members of each fake class, including those its instances set."""
+    network = trt.INetworkDefinition(0)
+    instances = {'ITensor': trt.ITensor('x', (1,)), 'INetworkDefinition': network,
+                 'IBuilderConfig': trt.IBuilderConfig(),
+                 'IOptimizationProfile': trt.IOptimizationProfile(),
+                 'OnnxParser': trt.OnnxParser(network, None)}
+    members = {}
+    for name in REAL_API['versions']['10.3.0']['classes']:
+        cls = getattr(trt, name, None)
+        if cls is None or name in ('ILogger', 'IHostMemory'):
+            continue
+        found = {n for n in dir(cls) if not n.startswith('_')}
+        if name in instances:
+            found |= {n for n in vars(instances[name]) if not n.startswith('_')}
+        members[name] = found
+    members['ILogger'] = {n for n in dir(trt.ILogger) if not n.startswith('_')} - {'Severity'}
+    return members
+
+
+def _check_runner_names(versions: dict) -> None:
+    """``trt.X`` and ``trt.X.Y`` in the runner's code, and the methods its subclasses of
+    TensorRT's interfaces override, exist in at least one supported real version."""
+    module = set().union(*(v['module'] for v in versions.values()))
+    nested: dict[str, set[str]] = {}
+    for v in versions.values():
+        for group in ('classes', 'enums'):
+            for name, members in v[group].items():
+                nested.setdefault(name, set()).update(members)
+    for source in (tensorrt_runner, tensorrt_build):
+        tree = ast.parse(Path(source.__file__).read_text())
+        for node in ast.walk(tree):
+            chain = _trt_chain(node)
+            if not chain:
+                continue
+            assert chain[0] in module or chain[0] == '__version__', chain
+            if len(chain) > 1 and chain[0] in nested:
+                inner = '.'.join(chain[:2]) if chain[1] == 'Severity' else chain[0]
+                leaf = chain[2] if chain[1] == 'Severity' and len(chain) > 2 else chain[1]
+                if leaf not in ('__init__', 'Severity'):
+                    assert leaf in nested[inner], chain
+    trt = make_fake_tensorrt(make_fake_cudart())
+    ours = {'IProgressMonitor': tensorrt_build._progress_monitor(trt, print),
+            'IInt8EntropyCalibrator2': tensorrt_build._calibrator(trt, None, [], 0, print),
+            'ILogger': tensorrt_build._make_logger(trt)}
+    helpers = {'close', 'batches', 'pointer', 'nbytes', 'done', 'table', 'error', 'steps',
+               'started', 'last'}
+    for name, obj in ours.items():
+        overrides = {n for n in type(obj).__dict__ if not n.startswith('_')} - helpers
+        assert overrides <= nested[name], (name, overrides - nested[name])
+
+
+def _trt_chain(node) -> list[str]:
+    """['X', 'Y'] for an expression ``trt.X.Y`` (outermost attribute only), else []."""
+    if not isinstance(node, ast.Attribute):
+        return []
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not (isinstance(node, ast.Name) and node.id == 'trt'):
+        return []
+    return parts[::-1]
+
+
+# -- installs: extras that pin one CUDA major ------------------------------------------------
+
+#: First onnxruntime-gpu on PyPI built for CUDA 13 (1.26.0 needs nvidia-cuda-runtime-cu12,
+#: 1.27.0 nvidia-cuda-runtime-cu13: read from their metadata on PyPI).
+ORT_FIRST_CUDA13 = '1.27.0'
+
+
+def _extras() -> dict[str, list]:
+    import contextlib
+    import io
+
+    import setuptools  # noqa: F401 - provides distutils on Python 3.12 and later
+    from distutils.core import run_setup
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parent.parent
+    with contextlib.redirect_stdout(io.StringIO()):
+        dist = run_setup(str(root / 'setup.py'), stop_after='init')
+    return {name: [Requirement(r) for r in reqs]
+            for name, reqs in dist.extras_require.items()}
+
+
+def _spec(reqs, name):
+    from packaging.specifiers import SpecifierSet
+
+    found = [r.specifier for r in reqs if r.name == name]
+    return found[0] if found else SpecifierSet('<0')  # absent: allows nothing
+
+
+def test_gpu_extras_pin_one_cuda_major():
+    """cuda12 / cuda13 pick builds of their CUDA major only (the plain `tensorrt` and recent
+    onnxruntime-gpu resolve to CUDA 13, which CUDA 12 drivers and JetPack 6 refuse); jetson
+    leaves TensorRT and PyTorch to JetPack; every TensorRT extra has the fp16 converter."""
+    extras = _extras()
+    names = {k: {r.name for r in v} for k, v in extras.items()}
+    cuda12, cuda13, jetson = extras['cuda12'], extras['cuda13'], extras['jetson']
+    assert {'tensorrt-cu12', 'cuda-python', 'onnxruntime-gpu'} <= names['cuda12']
+    assert not names['cuda12'] & {'tensorrt', 'tensorrt-cu13'}
+    assert _spec(cuda12, 'tensorrt-cu12').contains('10.3.0')  # JetPack 6's version, on x86
+    assert _spec(cuda12, 'cuda-python').contains('12.9.10')
+    assert not _spec(cuda12, 'cuda-python').contains('13.0.0')
+    assert _spec(cuda12, 'onnxruntime-gpu').contains('1.26.0')
+    assert not _spec(cuda12, 'onnxruntime-gpu').contains(ORT_FIRST_CUDA13)
+    assert not _spec(extras['onnx-gpu'], 'onnxruntime-gpu').contains(ORT_FIRST_CUDA13)
+    assert {'tensorrt-cu13', 'cuda-python', 'onnxruntime-gpu'} <= names['cuda13']
+    assert not _spec(cuda13, 'cuda-python').contains('12.9.10')
+    assert not _spec(cuda13, 'onnxruntime-gpu').contains('1.26.0')
+    assert not names['jetson'] & {'tensorrt', 'tensorrt-cu12', 'tensorrt-cu13', 'torch',
+                                  'onnxruntime-gpu'}
+    assert _spec(jetson, 'cuda-python').contains('12.6.2.post1')
+    assert not _spec(jetson, 'cuda-python').contains('12.9.10')  # JetPack 6 has CUDA 12.6
+    assert any(r.name == 'numpy' and not r.specifier.contains('2.0.0') for r in jetson)
+    for extra in ('cuda12', 'cuda13', 'jetson', 'tensorrt'):
+        assert {'onnx', 'onnxconverter-common'} <= names[extra], extra

@@ -43,3 +43,9 @@ MAX_ENTRY_FILES = 64
 #: Largest ROS 2 parameters file (``--params-file``) a node starts with, in bytes (checked,
 #: with the file being a regular file, before rcl reads it).
 MAX_PARAMS_FILE_BYTES = 1 << 20
+#: TensorRT builder workspace (scratch memory tactics may use while an engine is built):
+#: a quarter of the GPU's memory, at most this much. TensorRT's default is the whole GPU,
+#: which on a Jetson (memory shared with the CPU) can starve the rest of the robot.
+MAX_TENSORRT_WORKSPACE_BYTES = 4 << 30
+#: Largest TensorRT timing cache read back from the engine cache folder (bytes).
+MAX_TENSORRT_TIMING_CACHE_BYTES = 64 << 20

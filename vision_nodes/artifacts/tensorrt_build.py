@@ -1,24 +1,43 @@
 """Build a TensorRT engine from an ONNX model with the TensorRT Python API, through the cache.
 
 Any model that exports to ONNX gets an engine this way (not only Ultralytics ones). The cache
-key covers everything an engine is only valid for: the ONNX's SHA-256, precision, the
-optimisation profile (min/opt/max input shapes), the TensorRT version, the GPU's name and
-compute capability, the calibration images (int8) and this step's version; so an engine is
-never loaded on a GPU or TensorRT version it was not built for. The engine file inside the
-entry is named ``{model}_{precision}.engine``; ``build.json`` records what the build did.
+key covers everything an engine is only valid for: the ONNX's SHA-256 (and its external
+weight files'), precision, the optimisation profile (min/opt/max input shapes), the builder
+workspace, the TensorRT version, the GPU's name and compute capability, the calibration images
+(int8) and this step's version; so an engine is never loaded on a GPU or TensorRT version it
+was not built for. The engine file inside the entry is named ``{model}_{precision}.engine``;
+``build.json`` records what the build did.
 
-Targets TensorRT 10.x (tensors by name). fp16 sets the builder's FP16 flag where TensorRT has
-it; TensorRT 11 removed it, and there the caller hands in an fp16-converted ONNX and the
-network is strongly typed. int8 uses an entropy calibrator (``IInt8EntropyCalibrator2``) over
-tensors the caller prepares the way the model's task does; TensorRT 11 removed implicit int8
-calibration (it needs a Q/DQ-quantised ONNX), which the runner refuses clearly.
+Precision per TensorRT version (names checked against the real bindings, see
+``test/data/tensorrt_api.json``):
+
+- TensorRT 10.x builds a weakly typed network: fp16 sets the builder's FP16 flag, int8 the
+  INT8 flag (plus FP16) with an entropy calibrator (``IInt8EntropyCalibrator2``) over tensors
+  the caller prepares the way the model's task does.
+- TensorRT 11 removed the FP16/INT8 flags and the calibrators: every network is strongly
+  typed (its ``STRONGLY_TYPED`` creation flag is deprecated and ignored), so fp16 parses an
+  fp16-converted ONNX that the caller hands in, and implicit int8 is refused by the runner.
+- fp32 clears the TF32 flag, which TensorRT sets by default: with it, fp32 convolutions and
+  matrix products run on tensor cores with 10-bit mantissas, which is not fp32.
+
+Every build sets a workspace limit (:func:`workspace_bytes`) and reuses a timing cache kept
+per GPU and TensorRT version beside the entries, so a rebuild (another precision, profile or
+model version) skips the kernel timings already measured. TensorRT has one logger per process
+(:func:`tensorrt_logger`); :func:`log_route` sends its messages to the log of whoever is
+building or loading on that thread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
+import os
+import threading
 import time
+import uuid
+import weakref
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -26,12 +45,15 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from .cache import CacheEntry, CacheError, EngineCache, file_sha256
+from ..limits import MAX_TENSORRT_TIMING_CACHE_BYTES, MAX_TENSORRT_WORKSPACE_BYTES
 from ..platform import cuda
 from ..platform.cuda import GpuInfo
 from ..text import clip
 
 #: Bump whenever the built engine would change for the same key fields.
-ENGINE_STEP_VERSION = 1
+ENGINE_STEP_VERSION = 2
+#: Folder inside the engine cache holding one timing cache per GPU and TensorRT version.
+TIMING_CACHE_DIR = 'tensorrt-timing'
 #: Shape profile: (min, opt, max), each an NCHW shape.
 Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 Log = Callable[[str], None]
@@ -74,10 +96,12 @@ def calibration_fingerprint(files: Sequence[Path]) -> str:
 
 def engine_cache_fields(onnx_sha256: str, precision: str, profile: Profile,
                         tensorrt_version: str, gpu: GpuInfo, *, strongly_typed: bool,
-                        calibration: str | None = None) -> dict[str, Any]:
+                        calibration: str | None = None, workspace: int = 0,
+                        external_data: str | None = None) -> dict[str, Any]:
     """Return the fields that make up an engine's cache key."""
     return {
         'onnx_sha256': onnx_sha256,
+        'external_data_sha256': external_data,
         'precision': precision,
         'profile': {'min': list(profile[0]), 'opt': list(profile[1]),
                     'max': list(profile[2])},
@@ -85,13 +109,118 @@ def engine_cache_fields(onnx_sha256: str, precision: str, profile: Profile,
         'gpu': gpu.name,
         'compute_capability': gpu.sm,
         'strongly_typed': strongly_typed,
+        'workspace_bytes': int(workspace),
         'calibration_sha256': calibration,
         'builder': f'vision_nodes-tensorrt/{ENGINE_STEP_VERSION}',
     }
 
 
-def make_logger(trt: ModuleType, log: Log) -> Any:
-    """Return a ``trt.ILogger`` that passes TensorRT's warnings and errors on to ``log``."""
+def tensorrt_major(trt: ModuleType) -> int:
+    """Major version of the imported TensorRT (0 when it cannot be read)."""
+    try:
+        return int(str(getattr(trt, '__version__', '0')).split('.')[0])
+    except ValueError:
+        return 0
+
+
+def weakly_typed(trt: ModuleType) -> bool:
+    """Whether this TensorRT builds weakly typed networks with FP16/INT8 flags (10.x).
+
+    TensorRT 11 removed the flags: its networks are always strongly typed.
+    """
+    return hasattr(trt.BuilderFlag, 'FP16')
+
+
+def network_flags(trt: ModuleType, strongly_typed: bool) -> int:
+    """Return ``create_network``'s flags: STRONGLY_TYPED where it means something.
+
+    The flag's value differs between versions (1 in TensorRT 10, 0 in 11), so it is read
+    from the module; TensorRT 11 ignores it (always strongly typed) and gets none.
+    """
+    if not strongly_typed or tensorrt_major(trt) >= 11:
+        return 0
+    return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+
+
+def workspace_bytes(gpu: GpuInfo) -> int:
+    """Builder workspace for ``gpu``: a quarter of its memory, at most the limit in limits.py."""
+    return int(min(MAX_TENSORRT_WORKSPACE_BYTES, max(gpu.memory_total // 4, 256 << 20)))
+
+
+def external_data_sha256(onnx_bytes: bytes, folder: Path | None) -> str | None:
+    """SHA-256 over the external weight files an ONNX model names (None if it names none).
+
+    Weights above 2 GB, or saved so on purpose, live in files beside the ``.onnx``; the
+    engine depends on them as much as on the graph. Needs the ``onnx`` package to read the
+    file names; without it (a deployment without it parses no external data either) None.
+    """
+    try:
+        import onnx
+        from onnx.external_data_helper import uses_external_data
+    except ImportError:
+        return None
+    try:
+        model = onnx.ModelProto.FromString(onnx_bytes)
+    except Exception:  # noqa: BLE001 - TensorRT's parser reports a broken model
+        return None
+    names = sorted({entry.value for tensor in model.graph.initializer
+                    if uses_external_data(tensor)
+                    for entry in tensor.external_data if entry.key == 'location'})
+    if not names:
+        return None
+    if folder is None:
+        raise EngineBuildError('the ONNX model keeps its weights in external files, but its '
+                               'folder is unknown: load it from its own path')
+    digest = hashlib.sha256()
+    for name in names:
+        path = (folder / name).resolve()
+        if folder.resolve() not in path.parents:
+            raise EngineBuildError(f"the ONNX model's external data '{clip(name)}' lies "
+                                   'outside its folder: refused')
+        if not path.is_file():
+            raise EngineBuildError(f"the ONNX model's external data file '{clip(path)}' is "
+                                   'missing: keep it beside the .onnx')
+        digest.update(name.encode() + b'\0' + file_sha256(path).encode() + b'\n')
+    return digest.hexdigest()
+
+
+# -- one logger per process --------------------------------------------------------------------
+
+_LOGGERS: 'weakref.WeakKeyDictionary[ModuleType, Any]' = weakref.WeakKeyDictionary()
+_LOGGERS_LOCK = threading.Lock()
+_ROUTE = threading.local()
+_FALLBACK = logging.getLogger('vision_nodes.tensorrt')
+
+
+@contextlib.contextmanager
+def log_route(log: Log) -> Iterator[None]:
+    """Send TensorRT's messages raised on this thread to ``log`` while the block runs."""
+    previous = getattr(_ROUTE, 'log', None)
+    _ROUTE.log = log
+    try:
+        yield
+    finally:
+        _ROUTE.log = previous
+
+
+def tensorrt_logger(trt: ModuleType) -> Any:
+    """Return this process's one ``trt.ILogger`` (created on first use, never released).
+
+    TensorRT keeps the logger it was first given for every builder and runtime of the
+    process (a later one is ignored) and calls it from C++ for as long as any object
+    created through it lives. A logger per runner would send one model's messages to
+    another's log and could be freed while TensorRT still calls it. Warnings and errors go
+    to the log routed on the calling thread (:func:`log_route`), else to Python's
+    ``logging`` (``vision_nodes.tensorrt``).
+    """
+    with _LOGGERS_LOCK:
+        logger = _LOGGERS.get(trt)
+        if logger is None:
+            logger = _LOGGERS[trt] = _make_logger(trt)
+        return logger
+
+
+def _make_logger(trt: ModuleType) -> Any:
     forward = {trt.ILogger.Severity.INTERNAL_ERROR: 'error',
                trt.ILogger.Severity.ERROR: 'error',
                trt.ILogger.Severity.WARNING: 'warning'}
@@ -102,11 +231,17 @@ def make_logger(trt: ModuleType, log: Log) -> Any:
 
         def log(self, severity: Any, msg: str) -> None:
             level = forward.get(severity)
-            if level:
-                try:
-                    log(f'TensorRT {level}: {clip(msg)}')
-                except Exception:  # noqa: BLE001 - never raise into TensorRT
-                    pass
+            if not level:
+                return
+            line = f'TensorRT {level}: {clip(msg)}'
+            try:
+                routed = getattr(_ROUTE, 'log', None)
+                if routed is not None:
+                    routed(line)
+                else:
+                    _FALLBACK.warning(line)
+            except Exception:  # noqa: BLE001 - never raise into TensorRT
+                pass
 
     return _Logger()
 
@@ -244,25 +379,93 @@ def _network_profile(trt: ModuleType, network: Any, input_size: Sequence[int],
     return tensor.name, fixed
 
 
+def timing_cache_path(cache: EngineCache, tensorrt_version: str, gpu: GpuInfo) -> Path:
+    """Where the timing cache for this TensorRT version and GPU model is kept."""
+    safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in
+                   f'{gpu.name}-sm{gpu.sm}-trt{tensorrt_version}')
+    return cache.root / TIMING_CACHE_DIR / f'{safe}.cache'
+
+
+def _attach_timing_cache(config: Any, path: Path | None, log: Log) -> Any:
+    """Create the build's timing cache from ``path`` (empty if absent or refused); attach it."""
+    data = b''
+    if path is not None and path.is_file():
+        try:
+            if path.stat().st_size > MAX_TENSORRT_TIMING_CACHE_BYTES:
+                raise OSError(f'larger than {MAX_TENSORRT_TIMING_CACHE_BYTES} bytes')
+            data = path.read_bytes()
+        except OSError as exc:
+            log(f"TensorRT timing cache '{clip(path)}' not used ({clip(exc)}): starting empty")
+    timing = config.create_timing_cache(data)
+    if timing is None or not config.set_timing_cache(timing, False):
+        if data:
+            log(f"TensorRT timing cache '{clip(path)}' does not fit this GPU or TensorRT "
+                'version: starting empty')
+        timing = config.create_timing_cache(b'')
+        if timing is not None:
+            config.set_timing_cache(timing, False)
+    return timing
+
+
+def _save_timing_cache(timing: Any, path: Path, log: Log) -> None:
+    """Write the (grown) timing cache back atomically; a failure only costs the next build."""
+    try:
+        data = bytes(memoryview(timing.serialize()))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f'.{path.name}.{uuid.uuid4().hex[:8]}')
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except Exception as exc:  # noqa: BLE001 - the engine is built; the cache is a speed-up
+        log(f"TensorRT timing cache not saved to '{clip(path)}': {clip(exc)}")
+
+
+def _configure(trt: ModuleType, config: Any, precision: str, strongly_typed: bool,
+               workspace: int) -> dict[str, Any]:
+    """Set precision flags and the workspace limit; return what was set (for build.json)."""
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(workspace))
+    tf32 = precision != 'fp32'
+    if not tf32 and hasattr(trt.BuilderFlag, 'TF32'):
+        config.clear_flag(trt.BuilderFlag.TF32)  # on by default: fp32 must be fp32
+    if precision in ('fp16', 'int8') and not strongly_typed:
+        config.set_flag(trt.BuilderFlag.FP16)  # int8 layers fall back to fp16, not fp32
+    if precision == 'int8':
+        config.set_flag(trt.BuilderFlag.INT8)
+    return {'tf32': tf32, 'workspace_bytes': int(workspace)}
+
+
 def build_engine(trt: ModuleType, onnx_bytes: bytes, precision: str,
                  input_size: Sequence[int], profile: Profile, *, strongly_typed: bool,
                  log: Log, calibration: tuple[Iterable[np.ndarray], int] | None = None,
-                 rt: ModuleType | None = None) -> tuple[bytes, dict[str, Any]]:
+                 rt: ModuleType | None = None, onnx_path: Path | None = None,
+                 workspace: int = 1 << 30, timing_cache: Path | None = None
+                 ) -> tuple[bytes, dict[str, Any]]:
     """Parse ``onnx_bytes`` and build a serialised engine; return (engine, build facts).
 
-    ``calibration`` is (tensors, how many) for int8, with ``rt`` the CUDA runtime for its
-    device buffer. Raises EngineBuildError with TensorRT's own messages when it fails.
+    ``onnx_path`` is where the model lives, so that TensorRT finds external weight files
+    beside it (the bytes parsed are still the ones the caller checked). ``calibration`` is
+    (tensors, how many) for int8, with ``rt`` the CUDA runtime for its device buffer.
+    ``timing_cache`` is the file the build's kernel timings are read from and saved to.
+    Raises EngineBuildError with TensorRT's own messages when it fails.
     """
-    trt_log = make_logger(trt, log)
-    builder = trt.Builder(trt_log)
-    flags = 0
-    if strongly_typed and hasattr(trt.NetworkDefinitionCreationFlag, 'STRONGLY_TYPED'):
-        flags |= 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
-    network = builder.create_network(flags)
-    parser = trt.OnnxParser(network, trt_log)
-    if not parser.parse(onnx_bytes):
+    with log_route(log):
+        return _build(trt, onnx_bytes, precision, input_size, profile, strongly_typed, log,
+                      calibration, rt, onnx_path, workspace, timing_cache)
+
+
+def _parse(trt: ModuleType, network: Any, onnx_bytes: bytes, onnx_path: Path | None) -> None:
+    parser = trt.OnnxParser(network, tensorrt_logger(trt))
+    ok = parser.parse(onnx_bytes, str(onnx_path)) if onnx_path is not None else \
+        parser.parse(onnx_bytes)
+    if not ok:
         errors = '; '.join(clip(parser.get_error(i)) for i in range(parser.num_errors))
         raise EngineBuildError(f'TensorRT cannot parse the ONNX model: {errors or "no detail"}')
+
+
+def _build(trt, onnx_bytes, precision, input_size, profile, strongly_typed, log, calibration,
+           rt, onnx_path, workspace, timing_path):
+    builder = trt.Builder(tensorrt_logger(trt))
+    network = builder.create_network(network_flags(trt, strongly_typed))
+    _parse(trt, network, onnx_bytes, onnx_path)
     name, profile = _network_profile(trt, network, input_size, profile, log)
     config = builder.create_builder_config()
     shapes = builder.create_optimization_profile()
@@ -270,14 +473,13 @@ def build_engine(trt: ModuleType, onnx_bytes: bytes, precision: str,
     config.add_optimization_profile(shapes)
     if hasattr(config, 'progress_monitor'):
         config.progress_monitor = _progress_monitor(trt, log)
-    if precision in ('fp16', 'int8') and not strongly_typed:
-        config.set_flag(trt.BuilderFlag.FP16)  # int8 layers fall back to fp16, not fp32
+    settings = _configure(trt, config, precision, strongly_typed, workspace)
+    timing = _attach_timing_cache(config, timing_path, log)
     calibrator = None
     if precision == 'int8':
         if calibration is None or rt is None:
             raise EngineBuildError("precision 'int8' needs calibration images")
         tensors, count = calibration
-        config.set_flag(trt.BuilderFlag.INT8)
         calibrator = _calibrator(trt, rt, tensors, count, log)
         config.int8_calibrator = calibrator
         if profile[0] != profile[2]:
@@ -286,7 +488,8 @@ def build_engine(trt: ModuleType, onnx_bytes: bytes, precision: str,
         'input': name, 'dynamic': profile[0] != profile[2],
         'profile': {'min': list(profile[0]), 'opt': list(profile[1]), 'max': list(profile[2])},
         'tensorrt': str(trt.__version__), 'precision': precision,
-        'strongly_typed': strongly_typed}
+        'strongly_typed': strongly_typed, **settings,
+        'timing_cache': str(timing_path) if timing_path is not None else None}
     started = time.monotonic()
     try:
         serialized = builder.build_serialized_network(network, config)
@@ -299,6 +502,8 @@ def build_engine(trt: ModuleType, onnx_bytes: bytes, precision: str,
         raise EngineBuildError('TensorRT failed to build the engine (its messages above say '
                                'why)')
     facts['build_seconds'] = round(time.monotonic() - started, 1)
+    if timing is not None and timing_path is not None:
+        _save_timing_cache(timing, timing_path, log)
     if calibrator is not None:
         facts['calibration_images'] = calibrator.done
         facts['calibration_table'] = calibrator.table is not None

@@ -15,6 +15,7 @@ allocator keeps it until ``empty_cache``).
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
@@ -75,7 +76,8 @@ def cuda_runtime() -> ModuleType:
             return importlib.import_module(name)
         except ImportError:
             continue
-    raise ImportError('cuda-python is not installed (pip install cuda-python)')
+    raise ImportError('cuda-python is not installed (the cuda12, cuda13 and jetson extras '
+                      'install the build for your CUDA)')
 
 
 def _error_text(rt: ModuleType, err: Any) -> str:
@@ -221,6 +223,33 @@ def malloc(rt: ModuleType, nbytes: int) -> int:
 def free(rt: ModuleType, pointer: int) -> None:
     """Free device memory from :func:`malloc`."""
     call(rt, 'cudaFree', pointer)
+
+
+def malloc_host(rt: ModuleType, nbytes: int) -> int:
+    """Allocate ``nbytes`` of page-locked (pinned) host memory; return its address.
+
+    Copies between pinned memory and the device are true DMA transfers that
+    ``cudaMemcpyAsync`` queues on the stream; from ordinary (pageable) memory CUDA first
+    stages them through a pinned buffer of its own, synchronously.
+    """
+    return int(call(rt, 'cudaMallocHost', max(1, int(nbytes))))
+
+
+def free_host(rt: ModuleType, pointer: int) -> None:
+    """Free pinned host memory from :func:`malloc_host`."""
+    call(rt, 'cudaFreeHost', pointer)
+
+
+def host_array(pointer: int, shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """Return a NumPy array of ``shape`` over host memory at ``pointer`` (no copy).
+
+    The caller keeps the memory alive (and unchanged while results are read) for as long
+    as the array is used.
+    """
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape)) if len(shape) else 1
+    buffer = (ctypes.c_byte * (count * dtype.itemsize)).from_address(int(pointer))
+    return np.frombuffer(buffer, dtype=dtype, count=count).reshape(tuple(shape))
 
 
 def stream_create(rt: ModuleType) -> Any:

@@ -6,22 +6,35 @@ tested without creating sessions.
 
 - ``auto`` tries, among the providers this ONNX Runtime build has, TensorRT > CUDA > ROCm >
   MIGraphX > CoreML > DirectML > OpenVINO > CPU, falling back down the list when one fails.
-- The TensorRT provider's engine and timing caches go in a folder per model and key inside
-  ``engine_cache_dir``; OpenVINO's compiled-model cache likewise.
+- A GPU provider is created with CPU fallback disabled first (:data:`NO_CPU_FALLBACK`), so a
+  model that needs the CPU for some nodes is known, and said, rather than found slow; the
+  TensorRT provider has CUDA behind it (nodes TensorRT lacks run there), CPU only after.
+- The TensorRT provider's engine and timing caches go in a folder per model and key (the
+  ONNX, precision, ONNX Runtime and TensorRT versions, GPU, shape profile) inside
+  ``engine_cache_dir``; OpenVINO's compiled-model cache likewise. A model with dynamic height
+  and width gets an explicit shape profile (as the ``tensorrt`` backend does), so rect
+  inference does not make the provider rebuild its engine for each new shape.
+- The ROCm provider is gone from ONNX Runtime 1.23 on: naming it there says to use
+  MIGraphX.
 - ``device``: a GPU index (``1``, ``cuda:1``) for the GPU providers, an OpenVINO device
   (``GPU``, ``GPU.1``, ``NPU``, ``CPU``, ``AUTO:GPU,CPU``) for OpenVINO.
 - ``precision: fp16``: TensorRT sets its own fp16 flag and OpenVINO its precision hint on the
   fp32 graph; the other GPU providers run an fp16-converted graph (inputs and outputs stay
-  fp32). The CPU provider runs fp32 only.
+  fp32). The CPU provider runs fp32 only; so does OpenVINO's provider on the CPU (it refuses
+  FP16 there), while on an NPU it runs fp16 only (fp32 would silently run as fp16), so those
+  combinations are refused with the reason.
 """
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..artifacts.cache import EngineCache, cache_key
+from ..artifacts.tensorrt_build import workspace_bytes
 from ..platform import cuda
+from ..text import clip
 from .base import RunnerError
 
 #: Short names accepted by the ``execution_provider`` parameter ('' also means cpu).
@@ -38,8 +51,16 @@ EXECUTION_PROVIDERS = {
 }
 
 CPU = 'CPUExecutionProvider'
+CUDA = 'CUDAExecutionProvider'
 TENSORRT = 'TensorrtExecutionProvider'
 OPENVINO = 'OpenVINOExecutionProvider'
+ROCM = 'ROCMExecutionProvider'
+#: ONNX Runtime release that removed the ROCm execution provider (AMD GPUs: MIGraphX).
+ROCM_REMOVED = (1, 23)
+#: Session config entry that makes session creation fail if any node would run on the CPU.
+NO_CPU_FALLBACK = 'session.disable_cpu_ep_fallback'
+#: What ONNX Runtime says when that entry refuses a session (matched to retry with the CPU).
+CPU_FALLBACK_REFUSED = 'fallback to CPU EP has been explicitly disabled'
 
 #: ``execution_provider: auto`` tries the ones this build has in this order.
 AUTO_ORDER = (TENSORRT, 'CUDAExecutionProvider', 'ROCMExecutionProvider',
@@ -77,11 +98,25 @@ def resolve_execution_provider(name: str) -> str:
         f"(use one of: {', '.join(EXECUTION_PROVIDERS)})")
 
 
-def provider_candidates(name: str, available: list[str]) -> list[str]:
+def _version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in str(version).split('.')[:2]:
+        digits = ''.join(c for c in part if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def provider_candidates(name: str, available: list[str], ort_version: str = '') -> list[str]:
     """List the providers to try, best first: the one named, or for 'auto' those available."""
     provider = resolve_execution_provider(name)
     if provider == 'auto':
         return [p for p in AUTO_ORDER if p in available]
+    if provider == ROCM and provider not in available and ort_version and \
+            _version_tuple(ort_version) >= ROCM_REMOVED:
+        raise RunnerError(
+            f'ONNX Runtime {clip(ort_version, 40)} has no ROCm execution provider (removed in '
+            f'{ROCM_REMOVED[0]}.{ROCM_REMOVED[1]}): on AMD GPUs use execution_provider '
+            "'migraphx' (an ONNX Runtime build with MIGraphX), or backend 'rocm' (PyTorch)")
     if provider not in available:
         raise RunnerError(
             f"execution provider '{provider}' is not available in this ONNX Runtime "
@@ -99,6 +134,19 @@ def check_precision(provider: str, precision: str) -> None:
                 short_name(p) for p in FP16_PROVIDERS if p != OPENVINO) + ') or openvino')
         raise RunnerError(f"execution provider '{provider}' cannot run precision "
                           f"'{precision}' (valid for it: {', '.join(valid)}){extra}")
+
+
+def _check_openvino_precision(device_type: str | None, precision: str) -> None:
+    """Refuse what OpenVINO's provider would refuse, or run as another precision silently."""
+    head = (device_type or 'CPU').split('.', 1)[0].split(':', 1)[0]
+    if head == 'CPU' and precision == 'fp16':
+        raise RunnerError(f"{OPENVINO} on the CPU runs precision 'fp32' only (it refuses FP16 "
+                          "there): use precision 'fp32', or backend 'openvino' (bf16 on CPUs "
+                          "that have it), or device 'GPU' / 'NPU'")
+    if head == 'NPU' and precision != 'fp16':
+        raise RunnerError(f"{OPENVINO} on the NPU runs fp16 only (precision "
+                          f"'{clip(precision, 20)}' would run as fp16 without a word): use "
+                          "precision 'fp16'")
 
 
 def needs_fp16_graph(provider: str, precision: str) -> bool:
@@ -149,25 +197,54 @@ def provider_cache_dir(cache: EngineCache, provider: str, model: str,
     return folder
 
 
+def tensorrt_library_version() -> str | None:
+    """Version of the TensorRT that ONNX Runtime's TensorRT provider loads, or None.
+
+    The ``tensorrt`` Python module's, where it is installed; else libnvinfer's own
+    ``getInferLibVersion()`` (an integer such as 100300 for 10.3.0), which is what the
+    provider links to.
+    """
+    try:
+        import tensorrt
+
+        return str(tensorrt.__version__)
+    except Exception:  # noqa: BLE001 - not installed, or its libraries are missing
+        pass
+    for name in ('libnvinfer.so.11', 'libnvinfer.so.10', 'libnvinfer.so'):
+        try:
+            return f'libnvinfer {int(ctypes.CDLL(name).getInferLibVersion())}'
+        except (OSError, AttributeError, ValueError):
+            continue
+    return None
+
+
+def shape_profile(input_name: str, profile: Sequence[Sequence[int]]) -> dict[str, str]:
+    """Return the TensorRT provider's options for one input's (min, opt, max) shapes."""
+    keys = ('trt_profile_min_shapes', 'trt_profile_opt_shapes', 'trt_profile_max_shapes')
+    return {key: f"{input_name}:{'x'.join(str(int(d)) for d in shape)}"
+            for key, shape in zip(keys, profile)}
+
+
 def provider_options(provider: str, *, device: str, precision: str, cache: EngineCache,
-                     model: str, onnx_sha256: str, ort_version: str) -> dict[str, Any]:
-    """Build the ONNX Runtime options for ``provider`` (device, caches, precision)."""
+                     model: str, onnx_sha256: str, ort_version: str,
+                     profile: tuple[str, Sequence[Sequence[int]]] | None = None
+                     ) -> dict[str, Any]:
+    """Build the ONNX Runtime options for ``provider`` (device, caches, precision).
+
+    ``profile`` is (input name, (min, opt, max) shapes) for the TensorRT provider when the
+    model's height and width are dynamic.
+    """
     options: dict[str, Any] = {}
     if provider in DEVICE_ID_PROVIDERS:
         index = _gpu_index(provider, device)
         if index is not None:
             options['device_id'] = index
     if provider == TENSORRT:
-        gpu = cuda.gpu_info(options.get('device_id', 0))
-        fields = {'onnx_sha256': onnx_sha256, 'precision': precision,
-                  'onnxruntime': ort_version,
-                  'gpu': gpu.name if gpu else None, 'compute_capability': gpu.sm if gpu else None}
-        folder = str(provider_cache_dir(cache, provider, model, fields))
-        options.update({'trt_engine_cache_enable': True, 'trt_engine_cache_path': folder,
-                        'trt_timing_cache_enable': True, 'trt_timing_cache_path': folder,
-                        'trt_fp16_enable': precision == 'fp16'})
+        options.update(_tensorrt_options(options.get('device_id', 0), precision, cache, model,
+                                         onnx_sha256, ort_version, profile))
     elif provider == OPENVINO:
         device_type = _openvino_device(device)
+        _check_openvino_precision(device_type, precision)
         if device_type:
             options['device_type'] = device_type
         if precision == 'fp16':
@@ -178,3 +255,41 @@ def provider_options(provider: str, *, device: str, precision: str, cache: Engin
                   'onnxruntime': ort_version, 'device_type': device_type}
         options['cache_dir'] = str(provider_cache_dir(cache, provider, model, fields))
     return options
+
+
+def _tensorrt_options(index: int, precision: str, cache: EngineCache, model: str,
+                      onnx_sha256: str, ort_version: str,
+                      profile: tuple[str, Sequence[Sequence[int]]] | None) -> dict[str, Any]:
+    gpu = cuda.gpu_info(index)
+    shapes = shape_profile(*profile) if profile else {}
+    fields = {'onnx_sha256': onnx_sha256, 'precision': precision,
+              'onnxruntime': ort_version, 'tensorrt': tensorrt_library_version(),
+              'gpu': gpu.name if gpu else None, 'compute_capability': gpu.sm if gpu else None,
+              'profile': shapes}
+    folder = str(provider_cache_dir(cache, TENSORRT, model, fields))
+    options: dict[str, Any] = {
+        'trt_engine_cache_enable': True, 'trt_engine_cache_path': folder,
+        'trt_timing_cache_enable': True, 'trt_timing_cache_path': folder,
+        'trt_fp16_enable': precision == 'fp16', **shapes}
+    if gpu is not None:
+        options['trt_max_workspace_size'] = workspace_bytes(gpu)
+    return options
+
+
+def session_providers(provider: str, options: dict[str, Any], available: Sequence[str], *,
+                      cpu: bool) -> tuple[list[str], list[dict[str, Any]]]:
+    """Return the providers (and their options) to create a session on ``provider`` with.
+
+    The TensorRT provider gets CUDA behind it where this build has it (for the nodes
+    TensorRT cannot take, on the same GPU); ``cpu`` adds the CPU provider last. ONNX Runtime
+    refuses the CPU provider listed together with :data:`NO_CPU_FALLBACK`.
+    """
+    providers, all_options = [provider], [options]
+    if provider == TENSORRT and CUDA in available:
+        providers.append(CUDA)
+        all_options.append({'device_id': options['device_id']} if 'device_id' in options
+                           else {})
+    if cpu and provider != CPU:
+        providers.append(CPU)
+        all_options.append({})
+    return providers, all_options

@@ -1,4 +1,11 @@
-"""ONNX Runtime runner (backend ``onnx``); ``execution_provider`` picks the EP."""
+"""ONNX Runtime runner (backend ``onnx``); ``execution_provider`` picks the EP.
+
+A session on a GPU provider is first created with CPU fallback disabled: ONNX Runtime would
+otherwise place every node that provider lacks on the CPU without a word (and a provider
+that fails to start entirely leaves a CPU-only session, which is refused). When the model
+does need the CPU for some nodes, the session is created again with the CPU behind the
+provider and the log says so.
+"""
 
 from __future__ import annotations
 
@@ -12,14 +19,15 @@ import numpy as np
 from ..artifacts.cache import CacheError
 from ..artifacts.onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
 from ..artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
+from ..artifacts.tensorrt_build import rect_profile, static_profile
 from ..limits import MAX_MANIFEST_BYTES
 from ..loaders import check_weights
 from ..platform.cpu import cpu_info
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
-from .onnx_providers import (CPU, EXECUTION_PROVIDERS, check_precision, needs_fp16_graph,
-                             provider_candidates, provider_options,
-                             resolve_execution_provider)
+from .onnx_providers import (CPU, CPU_FALLBACK_REFUSED, EXECUTION_PROVIDERS, NO_CPU_FALLBACK,
+                             TENSORRT, check_precision, needs_fp16_graph, provider_candidates,
+                             provider_options, resolve_execution_provider, session_providers)
 
 __all__ = ['EXECUTION_PROVIDERS', 'OnnxRunner', 'labels_from_metadata',
            'resolve_execution_provider']
@@ -72,7 +80,8 @@ class OnnxRunner(Runner):
         import onnxruntime as ort
 
         cfg = self.config
-        candidates = provider_candidates(cfg.execution_provider, ort.get_available_providers())
+        candidates = provider_candidates(cfg.execution_provider, ort.get_available_providers(),
+                                         ort.__version__)
         if cfg.manifest.architecture == 'onnx':
             self.model_path = check_weights(cfg.weights)
             self._model = str(self.model_path)
@@ -131,16 +140,47 @@ class OnnxRunner(Runner):
         return tuple(d if isinstance(d, int) and d > 0 else None
                      for d in self._session.get_inputs()[0].shape)
 
-    def _create_session(self, ort: Any, provider: str) -> Any:
-        """Create a session on ``provider`` (CPU takes what it cannot run) or say why not."""
-        cfg = self.config
-        check_precision(provider, cfg.precision)
+    @staticmethod
+    def _session_options(ort: Any, strict: bool) -> Any:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         # Worker threads spin while a run is in progress but not after it: otherwise they keep
         # every core busy for a while after each frame, slowing the decode, the publish and
         # the DDS threads (of this process and of the camera's) that follow.
         options.add_session_config_entry('session.force_spinning_stop', '1')
+        if strict:
+            options.add_session_config_entry(NO_CPU_FALLBACK, '1')
+        return options
+
+    def _trt_profile(self, ort: Any, model: Any) -> tuple[str, Any] | None:
+        """(input name, min/opt/max shapes) for the TensorRT provider; None if static."""
+        try:
+            import onnx
+
+            graph = (onnx.ModelProto.FromString(model) if isinstance(model, bytes) else
+                     onnx.load(str(model), load_external_data=False)).graph
+            initializers = {t.name for t in graph.initializer}
+            first = next(i for i in graph.input if i.name not in initializers)
+            name = first.name
+            shape = [d.dim_value if d.HasField('dim_value') else None
+                     for d in first.type.tensor_type.shape.dim]
+        except ImportError:
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            session = ort.InferenceSession(model, sess_options=options, providers=[CPU])
+            name = session.get_inputs()[0].name
+            shape = [d if isinstance(d, int) else None for d in session.get_inputs()[0].shape]
+        if len(shape) != 4 or shape[2] is not None or shape[3] is not None:
+            return None
+        manifest = self.config.manifest
+        rect = manifest.rect and manifest.preprocessing.letterbox
+        size = manifest.input_size
+        return name, rect_profile(size, manifest.stride) if rect else static_profile(size)
+
+    def _create_session(self, ort: Any, provider: str) -> Any:
+        """Create a session on ``provider`` (CPU only for what it cannot run) or say why not."""
+        cfg = self.config
+        check_precision(provider, cfg.precision)
         model: Any = self._model
         if needs_fp16_graph(provider, cfg.precision):
             try:
@@ -152,21 +192,36 @@ class OnnxRunner(Runner):
         provider_opts = provider_options(
             provider, device=cfg.device, precision=cfg.precision, cache=cfg.cache,
             model=cfg.manifest.name, onnx_sha256=self._sha256(),
-            ort_version=ort.__version__)
-        providers = [provider] if provider == CPU else [provider, CPU]
-        all_options = [provider_opts] if provider == CPU else [provider_opts, {}]
+            ort_version=ort.__version__,
+            profile=self._trt_profile(ort, model) if provider == TENSORRT else None)
+        available = ort.get_available_providers()
+        strict = provider != CPU
         try:
-            session = ort.InferenceSession(model, sess_options=options, providers=providers,
-                                           provider_options=all_options)
-        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-            raise RunnerError(f"ONNX Runtime cannot load '{clip(self.model_path)}' on "
-                              f'{provider}: {clip(exc, 600)}') from exc
+            session = self._new_session(ort, model, provider, provider_opts, available, strict)
+        except RunnerError as exc:
+            if not strict or CPU_FALLBACK_REFUSED not in str(exc):
+                raise
+            cfg.log(f"{provider}: some nodes of '{clip(cfg.manifest.name)}' run on the CPU "
+                    f'(ONNX Runtime has no {provider} kernel for them, or keeps small shape '
+                    'computations there); the rest runs on the provider')
+            session = self._new_session(ort, model, provider, provider_opts, available, False)
         used = session.get_providers()
         if not used or used[0] != provider:
             # ONNX Runtime only warns when a provider fails to start and runs on the CPU.
             raise RunnerError(f"ONNX Runtime could not start {provider} (the session runs on "
                               f"{', '.join(used) or 'nothing'}); see its log above")
         return session
+
+    def _new_session(self, ort: Any, model: Any, provider: str, options: dict[str, Any],
+                     available: list[str], strict: bool) -> Any:
+        providers, all_options = session_providers(provider, options, available,
+                                                   cpu=not strict)
+        try:
+            return ort.InferenceSession(model, sess_options=self._session_options(ort, strict),
+                                        providers=providers, provider_options=all_options)
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+            raise RunnerError(f"ONNX Runtime cannot load '{clip(self.model_path)}' on "
+                              f'{provider}: {clip(exc, 600)}') from exc
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
         if self._session is None:

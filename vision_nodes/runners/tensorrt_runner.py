@@ -4,13 +4,17 @@ The ONNX comes from the cache (exported from PyTorch weights) or is the manifest
 ``.onnx``; the engine is built from it with the TensorRT Python API and cached
 (:mod:`..artifacts.tensorrt_build`), then loaded from the verified bytes of the cache entry.
 Inference runs on device buffers allocated once at load for the largest input shape, on one
-CUDA stream; device memory and streams come from cuda-python (see :mod:`..platform.cuda` for
-why not PyTorch). Rect inference: a letterboxed model whose ONNX has dynamic height and width
-gets an engine with an optimisation profile over every stride multiple up to its input_size,
-and :meth:`prepare_shape` sets the execution context's input shape.
+CUDA stream, with page-locked (pinned) host buffers on the other side of each copy, so the
+copies are asynchronous DMA transfers; device memory, pinned memory and streams come from
+cuda-python (see :mod:`..platform.cuda` for why not PyTorch). Rect inference: a
+letterboxed model whose ONNX has dynamic height and width gets an engine with an
+optimisation profile over every stride multiple up to its input_size, and
+:meth:`prepare_shape` sets the execution context's input shape.
 
-Written against TensorRT 10.x's tensor-name API (``num_io_tensors``, ``get_tensor_name``,
-``set_input_shape``, ``set_tensor_address``, ``execute_async_v3``).
+Written against the tensor-name API of TensorRT 10.x and 11.x (``num_io_tensors``,
+``get_tensor_name``, ``set_input_shape``, ``set_tensor_address``, ``execute_async_v3``);
+every TensorRT name used is checked against the real bindings of 10.3 (JetPack 6), the
+latest 10.x and 11.x (``test/data/tensorrt_api.json``).
 """
 
 from __future__ import annotations
@@ -28,9 +32,12 @@ import numpy as np
 from ..artifacts.cache import CacheError
 from ..artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from ..artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
-from ..artifacts.tensorrt_build import (build_engine, calibration_fingerprint,
-                                        engine_cache_fields, engine_file_name, ensure_engine,
-                                        make_logger, rect_profile, static_profile)
+from ..artifacts.tensorrt_build import (EngineBuildError, build_engine,
+                                        calibration_fingerprint, engine_cache_fields,
+                                        engine_file_name, ensure_engine, external_data_sha256,
+                                        log_route, rect_profile, static_profile,
+                                        tensorrt_logger, timing_cache_path, weakly_typed,
+                                        workspace_bytes)
 from ..loaders import check_weights
 from ..platform import cuda
 from ..text import clip
@@ -55,8 +62,9 @@ def _tensorrt_reason() -> str | None:
     try:
         trt = _import_tensorrt()
     except ImportError:
-        return ('TensorRT is not installed (pip install tensorrt, on a machine with an NVIDIA '
-                'GPU and driver)')
+        return ("TensorRT is not installed (pip install 'vision_nodes[cuda12]' or "
+                "'vision_nodes[cuda13]' to match the driver's CUDA; on a Jetson, JetPack's "
+                'python3-libnvinfer)')
     except Exception as exc:  # noqa: BLE001 - e.g. OSError for a missing libnvinfer
         return f'TensorRT cannot be imported: {clip(exc)}'
     version = str(getattr(trt, '__version__', '0'))
@@ -75,7 +83,8 @@ def onnx_labels(onnx_bytes: bytes) -> list[str] | None:
     try:
         import onnx
 
-        meta = {p.key: p.value for p in onnx.load_from_string(onnx_bytes).metadata_props}
+        model = onnx.ModelProto.FromString(onnx_bytes)
+        meta = {p.key: p.value for p in model.metadata_props}
     except ImportError:
         try:
             import onnxruntime
@@ -86,11 +95,6 @@ def onnx_labels(onnx_bytes: bytes) -> list[str] | None:
     except Exception:  # noqa: BLE001 - TensorRT's parser reports a broken model
         return None
     return labels_from_metadata(meta)
-
-
-def _weakly_typed(trt: ModuleType) -> bool:
-    """Whether this TensorRT has the builder's FP16/INT8 flags (10.x; 11 removed them)."""
-    return hasattr(trt.BuilderFlag, 'FP16')
 
 
 class TensorRTRunner(Runner):
@@ -111,6 +115,7 @@ class TensorRTRunner(Runner):
         self._input_dtype: Any = np.float32
         self._outputs: list[tuple[str, Any]] = []  # (name, numpy dtype), engine order
         self._buffers: dict[str, tuple[int, int]] = {}  # name -> (device pointer, bytes)
+        self._host: dict[str, tuple[int, int]] = {}  # name -> (pinned host pointer, bytes)
         self._shape: tuple[int, ...] | None = None
         self._output_shapes: dict[str, tuple[int, ...]] = {}
         self._device = 0
@@ -128,8 +133,9 @@ class TensorRTRunner(Runner):
         try:
             cuda.cuda_runtime()
         except ImportError:
-            return ('cuda-python is not installed (pip install cuda-python): the TensorRT '
-                    'runner uses it for device memory and streams')
+            return ("cuda-python is not installed (pip install 'cuda-python<13' for CUDA 12, "
+                    "'cuda-python>=13,<14' for CUDA 13; the cuda12, cuda13 and jetson extras "
+                    'pin it): the TensorRT runner uses it for device memory and streams')
         return cuda.gpu_unavailable_reason(0, _FACTS)
 
     @classmethod
@@ -161,13 +167,17 @@ class TensorRTRunner(Runner):
         self._thread = threading.get_ident()
         return info
 
-    def _onnx_bytes(self) -> bytes:
-        """Return the model's ONNX: the verified cache entry, or the manifest's own file."""
+    def _onnx(self) -> tuple[bytes, Path]:
+        """Return the model's ONNX and where it lives: the cache entry, or the user's file.
+
+        The path lets TensorRT find weights kept in external files beside the ``.onnx``.
+        """
         cfg = self.config
         if cfg.manifest.architecture == 'onnx':
-            return check_weights(cfg.weights).read_bytes()
+            path = check_weights(cfg.weights)
+            return path.read_bytes(), path
         entry = ensure_onnx(cfg.manifest, cfg.weights, cfg.cache, 'fp32')
-        return entry.read_verified(ONNX_FILE)
+        return entry.read_verified(ONNX_FILE), entry.file(ONNX_FILE)
 
     def _calibration_files(self) -> list[Path]:
         cfg = self.config
@@ -209,7 +219,7 @@ class TensorRTRunner(Runner):
         self._rt = cuda.cuda_runtime()
         if cfg.precision not in ('fp32', 'fp16', 'int8'):
             raise self._fail(f"precision '{cfg.precision}' is not one of fp32, fp16, int8")
-        weak = _weakly_typed(trt)
+        weak = weakly_typed(trt)
         if cfg.precision == 'int8' and (not weak or not hasattr(trt, 'IInt8EntropyCalibrator2')):
             raise self._fail(
                 f'TensorRT {trt.__version__} has no implicit int8 calibration (removed in '
@@ -221,9 +231,10 @@ class TensorRTRunner(Runner):
             self.engine_path = entry.file(engine_file_name(cfg.manifest.name, cfg.precision))
             data = entry.read_verified(self.engine_path.name)
             self.labels = json.loads(entry.read_verified('build.json')).get('labels')
-            self._logger = make_logger(trt, cfg.log)
-            self._runtime = trt.Runtime(self._logger)
-            self._engine = self._runtime.deserialize_cuda_engine(data)
+            self._logger = tensorrt_logger(trt)
+            with log_route(cfg.log):
+                self._runtime = trt.Runtime(self._logger)
+                self._engine = self._runtime.deserialize_cuda_engine(data)
             if self._engine is None:
                 raise self._fail(f"TensorRT cannot load the engine '{self.engine_path}' "
                                  '(its messages above say why)')
@@ -231,7 +242,7 @@ class TensorRTRunner(Runner):
             if self._context is None:
                 raise self._fail('TensorRT cannot create an execution context (GPU memory?)')
             self._bind_tensors(trt)
-        except (cuda.CudaError, CacheError) as exc:
+        except (cuda.CudaError, CacheError) as exc:  # EngineBuildError is a CacheError
             self._release()
             raise self._fail(str(exc)) from exc
         except BaseException:
@@ -240,22 +251,33 @@ class TensorRTRunner(Runner):
 
     def _engine_entry(self, trt: ModuleType, weak: bool):
         cfg = self.config
-        onnx_bytes = source = self._onnx_bytes()
+        onnx_bytes, onnx_path = self._onnx()
+        source = onnx_bytes  # the fp32 model: its metadata holds the labels
+        external = external_data_sha256(onnx_bytes, onnx_path.parent)
         if cfg.precision == 'fp16' and not weak:
+            if external is not None:
+                raise EngineBuildError(
+                    f'fp16 on TensorRT {trt.__version__} builds from an fp16-converted ONNX, '
+                    'and this model keeps its weights in external files, which the '
+                    'conversion does not follow: save it with its weights inside (under 2 '
+                    "GB), or use precision 'fp32'")
             fp16 = ensure_fp16_onnx(cfg.manifest.name, onnx_bytes, cfg.cache, cfg.log)
             onnx_bytes = fp16.read_verified(FP16_ONNX_FILE)
+            onnx_path = fp16.file(FP16_ONNX_FILE)
         manifest = cfg.manifest
         rect = manifest.rect and manifest.preprocessing.letterbox
-        profile = rect_profile(manifest.input_size) if rect else \
+        profile = rect_profile(manifest.input_size, manifest.stride) if rect else \
             static_profile(manifest.input_size)
         files: list[Path] = []
         if cfg.precision == 'int8':
             files = self._calibration_files()
         assert self.gpu is not None
+        workspace = workspace_bytes(self.gpu)
         fields = engine_cache_fields(
             hashlib.sha256(onnx_bytes).hexdigest(), cfg.precision, profile,
             str(trt.__version__), self.gpu, strongly_typed=not weak,
-            calibration=calibration_fingerprint(files) if files else None)
+            calibration=calibration_fingerprint(files) if files else None,
+            workspace=workspace, external_data=external)
 
         def build():
             cfg.log(f"building a TensorRT {trt.__version__} {cfg.precision} engine for "
@@ -265,10 +287,12 @@ class TensorRTRunner(Runner):
             if files:
                 shape = (int(profile[1][2]), int(profile[1][3]))
                 calibration = (self._calibration_tensors(files, shape), len(files))
-            engine, facts = build_engine(trt, onnx_bytes, cfg.precision, manifest.input_size,
-                                         profile, strongly_typed=not weak, log=cfg.log,
-                                         calibration=calibration, rt=self._rt)
-            facts['labels'] = onnx_labels(source)  # the fp32 model's metadata
+            engine, facts = build_engine(
+                trt, onnx_bytes, cfg.precision, manifest.input_size, profile,
+                strongly_typed=not weak, log=cfg.log, calibration=calibration, rt=self._rt,
+                onnx_path=onnx_path, workspace=workspace,
+                timing_cache=timing_cache_path(cfg.cache, str(trt.__version__), self.gpu))
+            facts['labels'] = onnx_labels(source)
             cfg.log(f"TensorRT engine for '{clip(manifest.name)}' built in "
                     f"{facts['build_seconds']} s")
             return engine, facts
@@ -319,6 +343,12 @@ class TensorRTRunner(Runner):
                 pointer = cuda.malloc(self._rt, nbytes)
                 self._buffers[name] = (pointer, nbytes)
                 self._context.set_tensor_address(name, pointer)
+            host, size = self._host.get(name, (0, 0))
+            if nbytes > size:
+                if host:
+                    cuda.free_host(self._rt, host)
+                    del self._host[name]
+                self._host[name] = (cuda.malloc_host(self._rt, nbytes), nbytes)
         self._shape = tuple(shape)
 
     def _use_device(self) -> None:
@@ -347,28 +377,34 @@ class TensorRTRunner(Runner):
         if tuple(tensor.shape) != self._shape:
             self.prepare_shape(tuple(tensor.shape[2:]))
         rt, stream = self._rt, self._stream
-        host = np.ascontiguousarray(tensor, dtype=self._input_dtype)
+        # The pinned input buffer takes the values (any strides, any float dtype) in one copy.
+        host = cuda.host_array(self._host[self._input][0], self._shape, self._input_dtype)
+        host[...] = tensor
         try:
             self._use_device()
             cuda.copy_to_device(rt, self._buffers[self._input][0], host, stream)
-            if not self._context.execute_async_v3(int(stream)):
-                raise self._fail('TensorRT failed to run the engine')
+            with log_route(self.config.log):
+                ran = self._context.execute_async_v3(int(stream))
+            if not ran:
+                raise self._fail('TensorRT failed to run the engine (its messages above say '
+                                 'why)')
             outputs = []
             for name, dtype in self._outputs:
-                out = np.empty(self._output_shapes[name], dtype=dtype)
+                out = cuda.host_array(self._host[name][0], self._output_shapes[name], dtype)
                 cuda.copy_to_host(rt, out, self._buffers[name][0], stream)
                 outputs.append(out)
             cuda.stream_synchronize(rt, stream)
         except cuda.CudaError as exc:
             raise self._fail(str(exc)) from exc
-        return [o if o.dtype == np.float32 else o.astype(np.float32) for o in outputs]
+        # Copies: the pinned buffers are overwritten by the next frame.
+        return [o.astype(np.float32, copy=True) for o in outputs]
 
     # -- release ----------------------------------------------------------------------------
 
     def _release(self) -> None:
-        """Free device buffers and the stream, then drop the context, engine and runtime."""
+        """Free device and pinned buffers and the stream; drop the context, engine, runtime."""
         rt = self._rt
-        if rt is not None and (self._buffers or self._stream is not None):
+        if rt is not None and (self._buffers or self._host or self._stream is not None):
             try:
                 self._use_device()
             except cuda.CudaError:
@@ -379,6 +415,12 @@ class TensorRTRunner(Runner):
             except cuda.CudaError:
                 pass
         self._buffers.clear()
+        for pointer, _ in self._host.values():
+            try:
+                cuda.free_host(rt, pointer)
+            except cuda.CudaError:
+                pass
+        self._host.clear()
         if self._stream is not None:
             try:
                 cuda.stream_destroy(rt, self._stream)

@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""Check every GPU path this machine can run against the CPU, and time it. No ROS needed.
+
+For each GPU path (PyTorch eager on CUDA, ``torch.compile``, ONNX Runtime's CUDA and
+TensorRT execution providers, the TensorRT backend at fp32, fp16 and int8) that this machine
+can run, the model's detections on the bundled images (Ultralytics' ``bus.jpg`` and
+``zidane.jpg``, or ``--images``) are compared with the CPU reference (ONNX Runtime on the
+CPU, fp32): every detection scoring at least 0.5 in either must have one of the same class in
+the other with a box IoU of at least 0.95 (fp32), 0.9 (fp16) or 0.75 (int8). Then it times
+
+* bare      - ``runner.infer`` on a tensor already preprocessed (the network alone);
+* pipeline  - preprocess + infer + decode/NMS on the image, as the node runs it (no ROS),
+              with the median of each stage.
+
+A path that cannot run here is listed with the reason (no CUDA build of PyTorch, an ONNX
+Runtime without that provider, no TensorRT, TensorRT 11 and int8, ...). On a machine without
+a CUDA device it says so, lists what it would run, and exits 0. Exits 1 only when a path ran
+and its detections differed from the CPU's.
+
+    python benchmarks/gpu_check.py                      # table on stdout
+    python benchmarks/gpu_check.py --json gpu.json      # and the same as JSON
+    python benchmarks/gpu_check.py --frames 200 --paths tensorrt-fp16 onnx-cuda
+
+Needs Python 3.10+, NumPy, OpenCV and ONNX Runtime (the reference), the model's weights
+(``VISION_NODES_MODEL_DIR``, or ``shared/models`` beside a checkout), and for each path its
+runtime: PyTorch with CUDA, onnxruntime-gpu, TensorRT with cuda-python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+#: Detections scoring at least this are compared.
+MIN_SCORE = 0.5
+#: Box IoU each precision must keep against the CPU reference.
+MIN_IOU = {'fp32': 0.95, 'fp16': 0.9, 'int8': 0.75}
+STAGES = ('preprocess', 'infer', 'postprocess')
+
+
+@dataclass(frozen=True)
+class GpuPath:
+    """One way of running the model on the GPU."""
+
+    name: str
+    what: str
+    backend: str
+    precision: str = 'fp32'
+    provider: str = ''
+    torch_compile: bool = False
+
+
+PATHS = (
+    GpuPath('torch-cuda', 'PyTorch eager on CUDA', 'cuda'),
+    GpuPath('torch-compile', 'PyTorch torch.compile on CUDA', 'cuda', torch_compile=True),
+    GpuPath('onnx-cuda', 'ONNX Runtime, CUDA execution provider', 'onnx', provider='cuda'),
+    GpuPath('onnx-tensorrt', 'ONNX Runtime, TensorRT execution provider', 'onnx',
+            provider='tensorrt'),
+    GpuPath('tensorrt-fp32', 'TensorRT backend, fp32 (TF32 off)', 'tensorrt'),
+    GpuPath('tensorrt-fp16', 'TensorRT backend, fp16', 'tensorrt', 'fp16'),
+    GpuPath('tensorrt-int8', 'TensorRT backend, int8 (calibrated on the images)', 'tensorrt',
+            'int8'),
+)
+
+
+@dataclass
+class Outcome:
+    """What happened to one path: ran (match or not, timings) or the reason it did not."""
+
+    path: GpuPath
+    status: str = 'not run'  # 'match', 'MISMATCH', 'cannot run'
+    reason: str = ''
+    detections: list[int] = field(default_factory=list)
+    bare_ms: float | None = None
+    pipeline_ms: float | None = None
+    stages_ms: dict[str, float] = field(default_factory=dict)
+    mismatches: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {'path': self.path.name, 'what': self.path.what, 'backend': self.path.backend,
+                'precision': self.path.precision, 'provider': self.path.provider or None,
+                'status': self.status, 'reason': self.reason or None,
+                'detections': self.detections, 'bare_ms': self.bare_ms,
+                'pipeline_ms': self.pipeline_ms, 'stages_ms': self.stages_ms,
+                'mismatches': self.mismatches}
+
+
+# -- what this machine can run ---------------------------------------------------------------
+
+def why_not(path: GpuPath, manifest: Any) -> str | None:
+    """None when ``path`` can be tried here, else the reason it cannot."""
+    if path.backend == 'cuda':
+        return _torch_reason(path, manifest)
+    if path.backend == 'onnx':
+        return _onnx_reason(path)
+    from vision_nodes.runners.tensorrt_runner import TensorRTRunner
+
+    return TensorRTRunner.unavailable_reason('tensorrt')
+
+
+def _torch_reason(path: GpuPath, manifest: Any) -> str | None:
+    if path.torch_compile and manifest.architecture == 'ultralytics':
+        return (f"'{manifest.name}' is an Ultralytics model, which the torch runner never "
+                'compiles (it runs eagerly); use --model with another detection model')
+    try:
+        import torch
+    except ImportError:
+        return 'PyTorch is not installed'
+    if not torch.cuda.is_available():
+        return (f'PyTorch {torch.__version__} sees no CUDA device (a CPU-only build, or no '
+                'driver)')
+    return None
+
+
+def _onnx_reason(path: GpuPath) -> str | None:
+    from vision_nodes.runners.onnx_providers import EXECUTION_PROVIDERS
+
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return 'ONNX Runtime is not installed'
+    full = EXECUTION_PROVIDERS[path.provider]
+    if full not in ort.get_available_providers():
+        return (f'this ONNX Runtime ({ort.__version__}) has no {full} (install onnxruntime-gpu: '
+                "the cuda12 or cuda13 extra)")
+    return None
+
+
+# -- comparing and timing ---------------------------------------------------------------------
+
+def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
+    low = np.maximum(box[:2], boxes[:, :2])
+    high = np.minimum(box[2:], boxes[:, 2:])
+    inter = np.prod(np.clip(high - low, 0, None), axis=1)
+    area = np.prod(box[2:] - box[:2])
+    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
+    return inter / np.maximum(area + areas - inter, 1e-9)
+
+
+def unmatched(a: Any, b: Any, min_iou: float, label: str) -> list[str]:
+    """List detections of ``a`` (score >= MIN_SCORE) with no same-class box in ``b``."""
+    missing = []
+    for box, score, cls in zip(a.boxes, a.scores, a.class_ids):
+        if score < MIN_SCORE:
+            continue
+        same = b.class_ids == cls
+        best = float(_iou(box, b.boxes[same]).max()) if same.any() else 0.0
+        if best < min_iou:
+            missing.append(f'{label}: class {int(cls)} score {score:.2f} box '
+                           f'{np.round(box, 1).tolist()} (best IoU {best:.2f})')
+    return missing
+
+
+def compare(reference: Any, found: Any, precision: str, image: str) -> list[str]:
+    """List the differences between the CPU's detections and a path's, both ways."""
+    min_iou = MIN_IOU[precision]
+    return (unmatched(reference, found, min_iou, f'{image}: missing from the GPU') +
+            unmatched(found, reference, min_iou, f'{image}: not found on the CPU'))
+
+
+def _ms(samples: Sequence[float]) -> float:
+    return round(statistics.median(samples) * 1000.0, 3)
+
+
+def measure(model: Any, image: np.ndarray, params: Any, frames: int) -> dict[str, Any]:
+    """Return median bare and pipeline times (ms) and the pipeline's stages (warmed up)."""
+    for _ in range(3):
+        model.process(image, 'bgr8', params)  # also sets the input shape (rect inference)
+    shape = model.input_shape(image.shape[:2])
+    stages: dict[str, list[float]] = {s: [] for s in STAGES}
+    pipeline = []
+    for _ in range(frames):
+        t0 = time.perf_counter()
+        tensor, meta = model.task.preprocess(image, 'bgr8', shape)
+        t1 = time.perf_counter()
+        outputs = model.runner.infer(tensor)
+        t2 = time.perf_counter()
+        model.task.postprocess(outputs, meta, params)
+        t3 = time.perf_counter()
+        for stage, took in zip(STAGES, (t1 - t0, t2 - t1, t3 - t2)):
+            stages[stage].append(took)
+        pipeline.append(t3 - t0)
+    bare = []
+    for _ in range(frames):
+        t0 = time.perf_counter()
+        model.runner.infer(tensor)
+        bare.append(time.perf_counter() - t0)
+    return {'bare_ms': _ms(bare), 'pipeline_ms': _ms(pipeline),
+            'stages_ms': {s: _ms(v) for s, v in stages.items()}}
+
+
+# -- running the paths ------------------------------------------------------------------------
+
+@dataclass
+class Setup:
+    """What every path shares: the model, the images, the reference, where to cache."""
+
+    manifest: Any
+    images: dict[str, np.ndarray]
+    params: Any
+    cache_dir: Path
+    calibration_dir: Path
+    device: str
+    frames: int
+    log: Any
+
+
+def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
+    """Load ``path``, compare its detections on every image, time it on the first."""
+    from vision_nodes.pipeline import build_pipeline
+
+    outcome = Outcome(path)
+    reason = why_not(path, setup.manifest)
+    if reason:
+        outcome.status, outcome.reason = 'cannot run', reason
+        return outcome
+    try:
+        model = build_pipeline(
+            setup.manifest, path.backend, cache_dir=setup.cache_dir,
+            device=setup.device if path.backend != 'cuda' else f'cuda:{setup.device or 0}',
+            precision=path.precision, execution_provider=path.provider,
+            calibration_dir=str(setup.calibration_dir), torch_compile=path.torch_compile,
+            log=setup.log)
+    except Exception as exc:  # noqa: BLE001 - any load failure is this path's result
+        outcome.status = 'cannot run'
+        outcome.reason = f'load failed: {type(exc).__name__}: {str(exc).splitlines()[0]}'
+        return outcome
+    try:
+        for name, image in setup.images.items():
+            found = model.process(image, 'bgr8', setup.params)
+            outcome.detections.append(int((found.scores >= MIN_SCORE).sum()))
+            outcome.mismatches += compare(reference[name], found, path.precision, name)
+        outcome.status = 'MISMATCH' if outcome.mismatches else 'match'
+        first = next(iter(setup.images.values()))
+        timings = measure(model, first, setup.params, setup.frames)
+        outcome.bare_ms, outcome.pipeline_ms = timings['bare_ms'], timings['pipeline_ms']
+        outcome.stages_ms = timings['stages_ms']
+    finally:
+        model.close()
+    return outcome
+
+
+def cpu_reference(setup: Setup) -> tuple[dict[str, Any], Outcome]:
+    """Return the CPU's detections (ONNX Runtime, fp32) on every image, and its timings."""
+    from vision_nodes.pipeline import build_pipeline
+
+    path = GpuPath('cpu-reference', 'ONNX Runtime on the CPU, fp32 (the reference)', 'onnx',
+                   provider='cpu')
+    model = build_pipeline(setup.manifest, 'onnx', cache_dir=setup.cache_dir,
+                           execution_provider='cpu', log=setup.log)
+    outcome = Outcome(path, status='reference')
+    try:
+        found = {name: model.process(image, 'bgr8', setup.params)
+                 for name, image in setup.images.items()}
+        outcome.detections = [int((d.scores >= MIN_SCORE).sum()) for d in found.values()]
+        timings = measure(model, next(iter(setup.images.values())), setup.params,
+                          setup.frames)
+        outcome.bare_ms, outcome.pipeline_ms = timings['bare_ms'], timings['pipeline_ms']
+        outcome.stages_ms = timings['stages_ms']
+    finally:
+        model.close()
+    return found, outcome
+
+
+# -- report -----------------------------------------------------------------------------------
+
+def _cell(value: float | None) -> str:
+    return '' if value is None else f'{value:.2f}'
+
+
+def table(outcomes: Sequence[Outcome]) -> str:
+    """Format the outcomes as a Markdown table, then the paths that could not run and why."""
+    head = ['path', 'status', 'detections (>= 0.5)', 'bare ms', 'pipeline ms',
+            *[f'{s} ms' for s in STAGES]]
+    lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+    skipped = []
+    for o in outcomes:
+        if o.status == 'cannot run':
+            skipped.append(f'- {o.path.name} ({o.path.what}): {o.reason}')
+            continue
+        row = [o.path.name, o.status, ', '.join(map(str, o.detections)), _cell(o.bare_ms),
+               _cell(o.pipeline_ms), *[_cell(o.stages_ms.get(s)) for s in STAGES]]
+        lines.append('| ' + ' | '.join(row) + ' |')
+    for o in outcomes:
+        lines += [f'  {o.path.name}: {m}' for m in o.mismatches]
+    if skipped:
+        lines += ['', 'cannot run here:'] + skipped
+    return '\n'.join(lines)
+
+
+def environment(device_index: int) -> dict[str, Any]:
+    """Return the versions and the GPU's facts, for the report."""
+    from vision_nodes.platform import cuda
+
+    versions: dict[str, str | None] = {'python': platform.python_version()}
+    for module in ('torch', 'onnxruntime', 'tensorrt', 'cuda.bindings', 'numpy', 'cv2'):
+        try:
+            versions[module] = str(__import__(module, fromlist=['_']).__version__)
+        except Exception:  # noqa: BLE001 - absent or broken: reported as such
+            versions[module] = None
+    gpu = cuda.gpu_info(device_index)
+    return {'versions': versions, 'gpu': gpu.as_dict() if gpu else None,
+            'machine': platform.machine()}
+
+
+def bundled_images() -> Path | None:
+    """Return the sample images' folder inside the ultralytics package, if installed."""
+    try:
+        import ultralytics
+    except ImportError:
+        return None
+    return Path(ultralytics.__file__).parent / 'assets'
+
+
+def load_images(folder: Path) -> dict[str, np.ndarray]:
+    import cv2
+
+    images = {}
+    for path in sorted(folder.iterdir()):
+        if path.suffix.lower() in ('.jpg', '.jpeg', '.png', '.bmp'):
+            image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+            if image is not None:
+                images[path.name] = image
+    return images
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--model', default='yolov8n', help='manifest name or file')
+    parser.add_argument('--images', type=Path, help='folder of test images (default: the '
+                        'images bundled with ultralytics)')
+    parser.add_argument('--device', default='0', help='GPU index')
+    parser.add_argument('--frames', type=int, default=50, help='timed frames per path')
+    parser.add_argument('--paths', nargs='+', choices=[p.name for p in PATHS],
+                        help='only these paths (default: all)')
+    parser.add_argument('--cache-dir', type=Path, help='engine cache (default: a temporary '
+                        'folder, so every engine is built afresh)')
+    parser.add_argument('--json', type=Path, help='also write the results here as JSON')
+    parser.add_argument('--verbose', action='store_true', help='print the runners\' log')
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    from vision_nodes.manifest import resolve_manifest, use_default_model_dir
+    from vision_nodes.platform import cuda
+    from vision_nodes.tasks.detect import DetectionParams
+
+    use_default_model_dir()
+    paths = [p for p in PATHS if not args.paths or p.name in args.paths]
+    index = cuda.device_index(args.device)
+    report: dict[str, Any] = {'environment': environment(index), 'model': args.model}
+    no_gpu = cuda.gpu_unavailable_reason(index)
+    if no_gpu:
+        print(f'no CUDA device: {no_gpu}')
+        print('on a machine with one this would run, each against the CPU:')
+        would = []
+        manifest = resolve_manifest(args.model)
+        for path in paths:
+            also = why_not(path, manifest)
+            print(f'  {path.name}: {path.what}' + (f' (needs first: {also})' if also else ''))
+            would.append({'path': path.name, 'what': path.what, 'needs_first': also})
+        report.update(cuda_device=False, reason=no_gpu, would_run=would)
+        _write_json(args.json, report)
+        return 0
+    folder = args.images or bundled_images()
+    images = load_images(folder) if folder else {}
+    if not images:
+        print('no test images: pass --images DIR (ultralytics, which bundles bus.jpg and '
+              'zidane.jpg, is not installed)', file=sys.stderr)
+        return 2
+    manifest = resolve_manifest(args.model)
+    thresholds = manifest.thresholds
+    work = Path(tempfile.mkdtemp(prefix='gpu_check_'))
+    try:
+        calibration = work / 'calibration'
+        calibration.mkdir()
+        for name in images:
+            shutil.copy(folder / name, calibration / name)
+        setup = Setup(manifest, images,
+                      DetectionParams(thresholds.confidence, thresholds.iou,
+                                      thresholds.max_detections),
+                      args.cache_dir or work / 'cache', calibration, args.device, args.frames,
+                      print if args.verbose else (lambda _: None))
+        reference, cpu = cpu_reference(setup)
+        outcomes = [cpu] + [run_path(path, setup, reference) for path in paths]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    gpu = report['environment']['gpu']
+    print(f"{gpu['name'] if gpu else 'GPU'} (sm {gpu['compute_capability'] if gpu else '?'}), "
+          f'model {manifest.name}, images {", ".join(images)}, {args.frames} frames; '
+          'times are medians in ms')
+    print(table(outcomes))
+    report.update(cuda_device=True, images=list(images), frames=args.frames,
+                  results=[o.as_dict() for o in outcomes])
+    _write_json(args.json, report)
+    return 1 if any(o.status == 'MISMATCH' for o in outcomes) else 0
+
+
+def _write_json(path: Path | None, report: dict[str, Any]) -> None:
+    if path is not None:
+        path.write_text(json.dumps(report, indent=2) + '\n')
+        print(f'wrote {path}')
+
+
+if __name__ == '__main__':
+    sys.exit(main())

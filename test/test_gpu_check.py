@@ -1,0 +1,143 @@
+"""benchmarks/gpu_check.py: the CPU report for real, every GPU path through the fakes.
+
+This machine has no GPU: the script's own run here must say "no CUDA device", list what it
+would run and exit 0, without ROS. Its GPU code paths run against the fakes the TensorRT and
+ONNX Runtime provider tests use (``fake_tensorrt``; ONNX Runtime's CUDA and TensorRT
+providers answered by real CPU sessions); PyTorch's CUDA paths cannot be faked (the runner
+moves real tensors to the device), so they are reported as not runnable, with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fake_tensorrt import make_fake_cudart, make_fake_tensorrt
+from vision_nodes.platform import cuda
+from vision_nodes.tasks.detect import Detections
+
+ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime is the reference')
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / 'benchmarks' / 'gpu_check.py'
+REAL_SESSION = ort.InferenceSession
+
+
+@pytest.fixture(scope='module')
+def gpu_check():
+    spec = importlib.util.spec_from_file_location('gpu_check', SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_cpu_machine_says_no_cuda_device_without_ros(tmp_path):
+    """Real run here: one clear line, the paths it would run, exit 0; rclpy never imported."""
+    if cuda.gpu_info(0) is not None:
+        pytest.skip('a GPU is visible here')
+    report = tmp_path / 'report.json'
+    code = ('import runpy, sys; sys.modules["rclpy"] = None; '
+            f'sys.argv = ["gpu_check.py", "--json", {str(report)!r}]; '
+            f'runpy.run_path({str(SCRIPT)!r}, run_name="__main__")')
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith('no CUDA device: no NVIDIA GPU is visible')
+    for name in ('torch-cuda', 'torch-compile', 'onnx-cuda', 'onnx-tensorrt', 'tensorrt-fp32',
+                 'tensorrt-fp16', 'tensorrt-int8'):
+        assert any(line.startswith(f'  {name}: ') for line in lines), name
+    data = json.loads(report.read_text())
+    assert data['cuda_device'] is False and len(data['would_run']) == 7
+    assert data['environment']['gpu'] is None
+
+
+class _ProxySession:
+    """A real CPU session that reports the providers it was asked for (a GPU stand-in)."""
+
+    def __init__(self, model, providers):
+        self._session = REAL_SESSION(model, providers=['CPUExecutionProvider'])
+        self._providers = list(providers)
+
+    def get_providers(self):
+        return self._providers
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+
+@pytest.fixture
+def fake_gpu_machine(monkeypatch):
+    """A fake GPU (cuda-python), fake TensorRT, and ONNX Runtime listing CUDA and TensorRT."""
+    rt = make_fake_cudart()
+    monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', rt)
+    trt = make_fake_tensorrt(rt)
+    monkeypatch.setitem(sys.modules, 'tensorrt', trt)
+    gpu_providers = ['TensorrtExecutionProvider', 'CUDAExecutionProvider']
+
+    def session(model, sess_options=None, providers=None, provider_options=None):
+        if providers[0] in gpu_providers:
+            return _ProxySession(model, providers)
+        return REAL_SESSION(model, sess_options=sess_options, providers=providers,
+                            provider_options=provider_options)
+
+    monkeypatch.setattr(ort, 'get_available_providers',
+                        lambda: gpu_providers + ['CPUExecutionProvider'])
+    monkeypatch.setattr(ort, 'InferenceSession', session)
+    return trt
+
+
+def test_every_path_runs_through_the_fakes(gpu_check, fake_gpu_machine, model_dir, assets,
+                                           tmp_path, capsys):
+    """With a (fake) GPU: each runnable path is compared with the CPU on the bundled images
+    and timed; the others are listed with their reason; the JSON holds the same."""
+    report = tmp_path / 'report.json'
+    code = gpu_check.main(['--frames', '2', '--json', str(report), '--cache-dir',
+                           str(tmp_path / 'cache')])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    results = {r['path']: r for r in json.loads(report.read_text())['results']}
+    assert results['cpu-reference']['status'] == 'reference'
+    for name in ('onnx-cuda', 'onnx-tensorrt', 'tensorrt-fp32', 'tensorrt-fp16',
+                 'tensorrt-int8'):
+        result = results[name]
+        assert result['status'] == 'match', (name, result)
+        assert result['detections'] == results['cpu-reference']['detections']
+        assert result['bare_ms'] > 0 and result['pipeline_ms'] >= result['stages_ms']['infer']
+        assert set(result['stages_ms']) == {'preprocess', 'infer', 'postprocess'}
+    assert results['torch-cuda']['status'] == 'cannot run'
+    assert 'sees no CUDA device' in results['torch-cuda']['reason']
+    assert 'Ultralytics model' in results['torch-compile']['reason']
+    flags = [b['flags'] for b in fake_gpu_machine.built]
+    assert flags == [[], ['FP16', 'TF32'], ['FP16', 'INT8', 'TF32']]
+    assert '| path | status | detections (>= 0.5) | bare ms | pipeline ms |' in out
+    assert '| tensorrt-int8 | match |' in out
+    assert 'cannot run here:\n- torch-cuda (PyTorch eager on CUDA): PyTorch' in out
+
+
+def test_detections_are_compared_both_ways_per_precision(gpu_check):
+    """A box moved by a few pixels fails fp32 (IoU 0.95) but passes int8 (0.75); a missing or
+    an extra confident detection fails every precision."""
+    def dets(boxes, scores, classes):
+        return Detections(np.array(boxes, np.float32), np.array(scores, np.float32),
+                          np.array(classes, np.int64))
+
+    cpu = dets([[0, 0, 100, 100], [200, 200, 300, 300]], [0.9, 0.3], [0, 1])
+    moved = dets([[6, 0, 106, 100]], [0.88], [0])
+    assert gpu_check.compare(cpu, moved, 'int8', 'bus.jpg') == []
+    problems = gpu_check.compare(cpu, moved, 'fp32', 'bus.jpg')
+    assert len(problems) == 2 and problems[0].startswith('bus.jpg: missing from the GPU: '
+                                                         'class 0 score 0.90')
+    extra = dets([[0, 0, 100, 100], [400, 400, 500, 500]], [0.9, 0.7], [0, 2])
+    assert gpu_check.compare(cpu, extra, 'int8', 'x.jpg') == [
+        'x.jpg: not found on the CPU: class 2 score 0.70 box [400.0, 400.0, 500.0, 500.0] '
+        '(best IoU 0.00)']
+    outcome = gpu_check.Outcome(gpu_check.PATHS[4], status='MISMATCH', detections=[1],
+                                mismatches=['x.jpg: missing'])
+    assert '  tensorrt-fp32: x.jpg: missing' in gpu_check.table([outcome])
