@@ -574,6 +574,22 @@ def test_model_that_does_not_fit_its_manifest_fails_configure(tmp_path: Path, mo
     _one_bounded_line(info.value)
 
 
+
+def test_empty_labels_are_refused_not_read_from_the_weights(tmp_path: Path) -> None:
+    """`labels: []` names no class: refused at load (it used to fall back to the weights'
+    names); `from_weights` says it explicitly and reads them."""
+    data = {**copy.deepcopy(VALID), 'labels': []}
+    with pytest.raises(ManifestError, match=r'field `labels`: an empty list names no class: '
+                       r'.*`labels: from_weights`') as info:
+        parse_manifest(data, 'empty_labels.yaml')
+    _one_bounded_line(info.value)
+    weights = _tiny_onnx(tmp_path / 'named.onnx', names=['a', 'b', 'c'])
+    pipeline = _pipeline(tmp_path, weights, labels='from_weights')
+    try:
+        assert pipeline.labels == ['a', 'b', 'c']
+    finally:
+        pipeline.close()
+
 def test_free_input_dimensions_take_the_manifest_size(tmp_path: Path) -> None:
     weights = _tiny_onnx(tmp_path / 'dynamic.onnx', input_shape=('n', 3, 'h', 'w'))
     pipeline = _pipeline(tmp_path, weights, input_size=[96, 128])

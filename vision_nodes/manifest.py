@@ -331,6 +331,10 @@ def _parse_labels(source: str, value: Any) -> tuple[str, ...] | None:
     if isinstance(value, str) and value == 'from_weights':
         return None
     _expect(source, 'labels', value, list, "a list of names or 'from_weights'")
+    if not value:
+        raise _fail(source, 'labels', 'an empty list names no class: list one name per class '
+                    'the model scores, or write `labels: from_weights` to read them from the '
+                    'weights')
     if len(value) > MAX_LABELS:
         raise _fail(source, 'labels', f'{len(value)} names; at most {MAX_LABELS} are accepted')
     for i, v in enumerate(value):
