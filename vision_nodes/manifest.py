@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from .limits import (MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL_CHARS,
+from .limits import (MAX_DEPTH_METRES, MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL_CHARS,
                      MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_MANIFEST_NODES,
                      MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_PREPROCESSING_MAGNITUDE)
 from .text import clip, show
@@ -262,6 +262,29 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
     return Thresholds(**kwargs)
 
 
+def depth_range_problem(value: Any) -> str | None:
+    """Why ``value`` cannot bound a depth range, or None when it can.
+
+    A depth range limit (the manifest's ``depth.max_depth``, a model's own ``max_depth``)
+    is a number, finite, > 0 and at most :data:`~vision_nodes.limits.MAX_DEPTH_METRES`: a
+    negative or zero one would turn every depth into NaN (or flip a relative map) without a
+    word. One guard for every place a depth range enters.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f'{show(value)} is not a number'
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        return f'{show(value)} is not a finite number'
+    if number <= 0:
+        return f'{show(value)} is not positive'
+    if number > MAX_DEPTH_METRES:
+        return f'{show(value)} is larger than {MAX_DEPTH_METRES:g}'
+    return None
+
+
 def _parse_depth(source: str, task: str, data: Any) -> DepthSpec | None:
     if task != 'depth':
         if data is not None:
@@ -286,11 +309,11 @@ def _parse_depth(source: str, task: str, data: Any) -> DepthSpec | None:
     if max_depth is not None:
         if kind != 'metric':
             raise _fail(source, 'depth.max_depth', 'applies to metric models only')
-        max_depth = _number(source, 'depth.max_depth', max_depth, -math.inf, math.inf,
-                            'a number of metres')
-        if not 0 < max_depth <= 1e6:
-            raise _fail(source, 'depth.max_depth', f'{show(max_depth)} must be a positive '
-                        'number of metres (at most 1e6)')
+        problem = depth_range_problem(max_depth)
+        if problem:
+            raise _fail(source, 'depth.max_depth', f'{problem}: give the farthest depth the '
+                        f'model reports, a positive number of metres (or leave it out)')
+        max_depth = float(max_depth)
     return DepthSpec(kind=kind, output=output, max_depth=max_depth)
 
 
