@@ -210,6 +210,10 @@ def test_bad_start_up_parameters_are_one_line_errors_and_the_node_stays_up(
         assert "parameter qos_reliability: qos_reliability='bogus' is not one of" in out
         assert 'Traceback' not in out
         assert c.get_parameters('confidence_threshold') == {'confidence_threshold': 1.0}
+        # ros2 param set with an empty name, or one the node lacks: refused with a reason.
+        empty, unknown = c.set_parameters(**{'': 0.5, 'no_such_parameter': 0.5})
+        assert not empty.successful and "parameter '' is not declared" in empty.reason
+        assert not unknown.successful and unknown.reason
         assert not c.change_state('configure')
         assert h.node.wait_for_output('configure failed: refused until these start-up', 5.0)
         assert all(r.successful for r in c.set_parameters(

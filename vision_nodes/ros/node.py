@@ -47,7 +47,7 @@ from ..runners.base import RunnerError
 from ..runners.registry import backend_report
 from ..stats import FrameStats, HealthLimits, stamp_latency
 from ..tasks import TaskError, task_class
-from ..text import clip
+from ..text import clip, show
 from .compressed_input import compressed_to_numpy
 from .diagnostics import NodeFacts, diagnostic_array, diagnostic_status
 from .executor import FrameGate, TransitionExecutor, isolate_transitions
@@ -188,6 +188,13 @@ class VisionNode(LifecycleNode):
         for param in params:
             if param.type_ == Parameter.Type.NOT_SET:  # declared without a value
                 continue
+            if not internal and not self.has_parameter(param.name):
+                # rclpy refuses undeclared names before this callback, except the empty
+                # one (its check tests the names' truth): refuse that the same way.
+                return SetParametersResult(successful=False, reason=(
+                    f'parameter {show(param.name)} is not declared on this node '
+                    f'(`ros2 param list {self.get_fully_qualified_name()}` lists its '
+                    'parameters)'))
             spec = SPECS.get(param.name)
             model = next((m for m in self._model_params.values() if param.name in m.specs),
                          None)
@@ -250,6 +257,13 @@ class VisionNode(LifecycleNode):
         """Declare each model's live parameters (under its name when there are several)."""
         if manifests is None:
             return
+        self._internal.on = True  # the node declares them (set_parameters sees new names)
+        try:
+            self._declare_model_parameters_of(manifests)
+        finally:
+            self._internal.on = False
+
+    def _declare_model_parameters_of(self, manifests: list[ModelManifest]) -> None:
         prefixes = [m.name if len(manifests) > 1 else '' for m in manifests]
         keep = {}
         for manifest, prefix in zip(manifests, prefixes):
