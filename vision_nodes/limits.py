@@ -34,6 +34,8 @@ MAX_PREPROCESSING_MAGNITUDE = 1e4
 MAX_DEPTH_METRES = 1e6
 #: Most detections a model may publish per image (manifest and node parameter).
 MAX_DETECTIONS = 10_000
+#: Largest device index the ``device`` parameter may name (``cuda:N``, ``GPU.N``).
+MAX_DEVICE_INDEX = 255
 #: Largest image the node converts: pixels (8192 x 8192), and bytes of pixel data (rows x step).
 MAX_IMAGE_PIXELS = 8192 * 8192
 MAX_IMAGE_BYTES = 256 << 20
