@@ -289,7 +289,6 @@ def test_manifest_and_config_must_agree(tiny_relative, tiny_metric):
     assert module.inner.config.max_depth == 20.0
 
 
-
 @pytest.mark.parametrize('kind,value,problem', [
     ('metric', -20, 'config.json max_depth -20 is not positive'),
     ('metric', 0, 'config.json max_depth 0 is not positive'),
@@ -316,6 +315,7 @@ def test_model_depth_range_must_be_positive_and_finite(tiny_metric, tiny_relativ
         build_pipeline(manifest, 'cpu', cache_dir=engine_cache_dir)
     message = str(info.value)
     assert problem in message and '\n' not in message
+
 
 def test_task_and_weights_must_agree(yolo_pt, tmp_path, engine_cache_dir):
     with pytest.raises(ModelLoadError, match="holds a depth model but .* task 'detect'"):

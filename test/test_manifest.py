@@ -574,7 +574,6 @@ def test_model_that_does_not_fit_its_manifest_fails_configure(tmp_path: Path, mo
     _one_bounded_line(info.value)
 
 
-
 def test_empty_labels_are_refused_not_read_from_the_weights(tmp_path: Path) -> None:
     """`labels: []` names no class: refused at load (it used to fall back to the weights'
     names); `from_weights` says it explicitly and reads them."""
@@ -589,6 +588,7 @@ def test_empty_labels_are_refused_not_read_from_the_weights(tmp_path: Path) -> N
         assert pipeline.labels == ['a', 'b', 'c']
     finally:
         pipeline.close()
+
 
 def test_free_input_dimensions_take_the_manifest_size(tmp_path: Path) -> None:
     weights = _tiny_onnx(tmp_path / 'dynamic.onnx', input_shape=('n', 3, 'h', 'w'))

@@ -23,9 +23,10 @@ from typing import Any
 
 import yaml
 
-from .limits import (MAX_DEPTH_METRES, MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL_CHARS,
-                     MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_MANIFEST_NODES,
-                     MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_PREPROCESSING_MAGNITUDE)
+from .limits import (MAX_DEPTH_METRES, MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE,
+                     MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH,
+                     MAX_MANIFEST_NODES, MAX_NAME_CHARS, MAX_PATH_CHARS,
+                     MAX_PREPROCESSING_MAGNITUDE)
 from .text import clip, show
 
 #: Every backend name a manifest may list (``auto`` is a node parameter value, not a backend).
