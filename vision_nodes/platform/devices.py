@@ -110,7 +110,7 @@ def _openvino_part(spec: str, text: str) -> str:
 
 
 def _openvino(spec: str, text: str) -> Device | None:
-    """A device only OpenVINO has (NPU, AUTO...), or None when ``text`` names none."""
+    """Return the device only OpenVINO has that ``text`` names (NPU, AUTO...), or None."""
     head, sep, tail = text.partition(':')
     virtual = head.strip().upper()
     if virtual in OPENVINO_VIRTUAL_DEVICES:
@@ -150,7 +150,7 @@ def parse_device(spec: str) -> Device:
 
 
 def accepted(kinds: Sequence[str]) -> str:
-    """What ``kinds`` accept, for an error message: "'' (the default) or 'cpu'"."""
+    """Say what ``kinds`` accept, for an error message: "'' (the default) or 'cpu'"."""
     texts = [KIND_EXAMPLES[k] for k in kinds]
     return texts[0] if len(texts) == 1 else f"{', '.join(texts[:-1])} or {texts[-1]}"
 
@@ -171,7 +171,7 @@ def require_device(spec: str, kinds: Sequence[str], user: str) -> Device:
 
 
 def openvino_device(spec: str, user: str = "backend 'openvino'") -> OpenVinoDevice:
-    """The OpenVINO device ``spec`` names ('' and 'cpu': CPU; a GPU index: ``GPU.N``).
+    """Return the OpenVINO device ``spec`` names ('' and 'cpu': CPU; a GPU: ``GPU.N``).
 
     OpenVINO's GPUs are its own (Intel's): another vendor's GPU name (``cuda:0``) is refused,
     naming ``user``.

@@ -57,7 +57,6 @@ DEVICE_ID_PROVIDERS = (TENSORRT, 'CUDAExecutionProvider', 'ROCMExecutionProvider
 FP16_PROVIDERS = DEVICE_ID_PROVIDERS + ('CoreMLExecutionProvider', OPENVINO)
 
 
-
 def short_name(provider: str) -> str:
     """Return the parameter value for a full provider name ('CUDAExecutionProvider' → 'cuda')."""
     for short, full in EXECUTION_PROVIDERS.items():

@@ -72,7 +72,7 @@ class OnnxRunner(Runner):
 
     @classmethod
     def device_kinds(cls, config: RunnerConfig) -> tuple[str, ...]:
-        """What the execution provider honours; with ``auto``, any provider this build has."""
+        """Take what the execution provider honours (``auto``: any provider this build has)."""
         provider = resolve_execution_provider(config.execution_provider)
         if provider != 'auto':
             return device_kinds(provider)

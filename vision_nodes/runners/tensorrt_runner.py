@@ -134,7 +134,7 @@ class TensorRTRunner(Runner):
 
     @classmethod
     def device_kinds(cls, config: RunnerConfig) -> tuple[str, ...]:
-        """A GPU by index (default: the first)."""
+        """Take a GPU by index (default: the first)."""
         return ('default', 'gpu')
 
     @classmethod
