@@ -590,6 +590,28 @@ def test_empty_labels_are_refused_not_read_from_the_weights(tmp_path: Path) -> N
         pipeline.close()
 
 
+@pytest.mark.parametrize('base,backend', [
+    ('yolov8n', 'cpu'), ('yolov8n', 'onnx'), ('yolov8n', 'openvino'),
+    ('yolov8n_int8_openvino', 'openvino'),
+], ids=['pt on torch', 'pt on onnx', 'pt on openvino', 'IR on openvino'])
+def test_label_count_is_checked_at_configure_on_every_backend(model_dir, engine_cache_dir,
+                                                              base, backend):
+    """3 names for an 80-class model: refused in one line naming both numbers, whatever
+    runs it (.pt on PyTorch, its ONNX export, its OpenVINO IR, a ready IR)."""
+    from vision_nodes.pipeline import build_pipeline
+    from vision_nodes.runners.registry import runner_class
+
+    if runner_class(backend).unavailable_reason(backend):
+        pytest.skip(f'backend {backend} is not available here')
+    data = yaml.safe_load(Path(resolve_manifest(base).source).read_text())
+    manifest = parse_manifest({**data, 'labels': ['a', 'b', 'c']}, f'{base}.yaml')
+    with pytest.raises(ManifestError, match='the manifest lists 3 class names but the model '
+                                            'scores 80 classes') as info:
+        build_pipeline(manifest, backend, model_dir=str(model_dir),
+                       cache_dir=engine_cache_dir, precision='auto')
+    _one_bounded_line(info.value)
+
+
 def test_free_input_dimensions_take_the_manifest_size(tmp_path: Path) -> None:
     weights = _tiny_onnx(tmp_path / 'dynamic.onnx', input_shape=('n', 3, 'h', 'w'))
     pipeline = _pipeline(tmp_path, weights, input_size=[96, 128])
