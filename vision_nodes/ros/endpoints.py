@@ -15,6 +15,7 @@ side hears the other.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -73,6 +74,8 @@ class Endpoints:
         self._warn = warn
         self._entities: dict[int, tuple[Any, Endpoint, Callable[[Any], Any]]] = {}
         self._warned: set[tuple[str, str]] = set()
+        #: Transitions and the executor's timers (lazy, QoS) both make and drop endpoints.
+        self._lock = threading.Lock()
 
     def plan(self, direction: str, msg_type: Any, name: str, label: str = '') -> Endpoint:
         """Resolve ``name`` and refuse a clash with the node's endpoints; create nothing.
@@ -83,7 +86,9 @@ class Endpoints:
         """
         new = Endpoint(direction, label or name, self._node.resolve_topic_name(name),
                        type_name(msg_type))
-        for _, old, _ in self._entities.values():
+        with self._lock:
+            others = [old for _, old, _ in self._entities.values()]
+        for old in others:
             if old.topic == new.topic:
                 reason = _clash(new, old)
                 if reason:
@@ -123,7 +128,8 @@ class Endpoints:
 
     def destroy(self, entity: Any) -> None:
         """Destroy a publisher or subscription made here (one not made here is left alone)."""
-        entry = self._entities.pop(id(entity), None)
+        with self._lock:
+            entry = self._entities.pop(id(entity), None)
         if entry is not None:
             entry[2](entity)
 
@@ -138,7 +144,8 @@ class Endpoints:
             raise TopicClashError(
                 f"{endpoint} cannot use topic '{clip(endpoint.topic, 120)}': {why}; remap "
                 f"'{clip(endpoint.name, 80)}' elsewhere") from None
-        self._entities[id(entity)] = (entity, endpoint, destroy)
+        with self._lock:
+            self._entities[id(entity)] = (entity, endpoint, destroy)
         self._warn_foreign_types(endpoint)
         return entity
 
