@@ -359,11 +359,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from vision_nodes.manifest import resolve_manifest, use_default_model_dir
     from vision_nodes.platform import cuda
+    from vision_nodes.platform.devices import DeviceError, require_device
     from vision_nodes.tasks.detect import DetectionParams
 
     use_default_model_dir()
     paths = [p for p in PATHS if not args.paths or p.name in args.paths]
-    index = cuda.device_index(args.device)
+    try:
+        index = require_device(args.device, ('default', 'gpu'), 'gpu_check').gpu_index
+    except DeviceError as exc:
+        print(f'gpu_check: {exc}', file=sys.stderr)
+        return 2
     report: dict[str, Any] = {'environment': environment(index), 'model': args.model}
     no_gpu = cuda.gpu_unavailable_reason(index)
     if no_gpu:

@@ -289,6 +289,34 @@ def test_manifest_and_config_must_agree(tiny_relative, tiny_metric):
     assert module.inner.config.max_depth == 20.0
 
 
+@pytest.mark.parametrize('kind,value,problem', [
+    ('metric', -20, 'config.json max_depth -20 is not positive'),
+    ('metric', 0, 'config.json max_depth 0 is not positive'),
+    ('metric', 10 ** 7, 'config.json max_depth 10000000 is larger than 1e+06'),
+    ('relative', -1, 'config.json max_depth -1 is not positive'),
+    # Not an integer: transformers' own config validation may refuse it first.
+    ('metric', float('nan'), 'max_depth'),
+    ('metric', 'far', 'max_depth'),
+], ids=['negative', 'zero', 'huge', 'relative negative', 'nan', 'string'])
+def test_model_depth_range_must_be_positive_and_finite(tiny_metric, tiny_relative, tmp_path,
+                                                       engine_cache_dir, kind, value, problem):
+    """config.json max_depth scales Depth Anything's output: a negative one made every metric
+    pixel NaN (a relative map flipped) without a word. Refused at configure, in one line,
+    also when the manifest leaves depth.max_depth out."""
+    source = tiny_metric if kind == 'metric' else tiny_relative
+    folder = tmp_path / 'bad_range'
+    folder.mkdir()
+    (folder / 'model.safetensors').symlink_to(source / 'model.safetensors')
+    config = json.loads((source / 'config.json').read_text())
+    config['max_depth'] = value
+    (folder / 'config.json').write_text(json.dumps(config))
+    manifest = _da_manifest(folder, kind)
+    with pytest.raises(ModelLoadError) as info:
+        build_pipeline(manifest, 'cpu', cache_dir=engine_cache_dir)
+    message = str(info.value)
+    assert problem in message and '\n' not in message
+
+
 def test_task_and_weights_must_agree(yolo_pt, tmp_path, engine_cache_dir):
     with pytest.raises(ModelLoadError, match="holds a depth model but .* task 'detect'"):
         load_torch_module(_yolo_manifest(yolo_pt, task='detect'), yolo_pt)

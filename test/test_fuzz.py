@@ -25,8 +25,8 @@ import yaml
 
 from time_limit import time_limit
 from vision_nodes.images import CAMERA_ENCODINGS, ENCODINGS, ImageConversionError
-from vision_nodes.limits import (MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS, MAX_INPUT_PIXELS,
-                                 MAX_INPUT_SIDE, MAX_LABELS, MAX_NAME_CHARS)
+from vision_nodes.limits import (MAX_DEPTH_METRES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS,
+                                 MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABELS, MAX_NAME_CHARS)
 from vision_nodes.manifest import ManifestError, ModelManifest, load_manifest
 from vision_nodes.tasks.detect import DetectionParams, Detections
 from vision_nodes.tasks.preprocess import rect_shape
@@ -335,6 +335,13 @@ PATHS = ['name', 'task', 'weights', 'architecture', 'input_size', 'input_size.0'
          'preprocessing.std', 'preprocessing.pad_value', 'preprocessing.letterbox',
          'preprocessing.color_order', 'labels', 'labels.0', 'backends', 'backends.0',
          'thresholds', 'thresholds.confidence', 'thresholds.max_detections', 'rect', 'extra']
+#: A metric depth model's manifest, fuzzed as often as the detector's.
+VALID_DEPTH_MANIFEST: dict[str, Any] = {
+    'name': 'fuzz_depth', 'task': 'depth', 'weights': 'w.onnx', 'input_size': [320, 640],
+    'backends': ['onnx'], 'depth': {'kind': 'metric', 'max_depth': 20.0},
+}
+DEPTH_PATHS = ['task', 'input_size', 'depth', 'depth.kind', 'depth.output', 'depth.max_depth',
+               'depth.max_depth', 'labels']
 SNIPPETS = [b'&a ', b'*a', b'!!python/object/apply:os.system ["touch x"]', b'{', b'[', b': ',
             b'\t', b'\x00', b'\xff\xfe', b'\xc3', b'---\n', b'...\n', b'%YAML 1.1\n', b'? ',
             b'|', b'>', b'"\\', b"'", b'#', b'!!binary ', b'<<: *a', b'\r', b'\xef\xbb\xbf',
@@ -370,7 +377,7 @@ def _random_value(rng: np.random.Generator, depth: int = 0) -> Any:
             nested = [nested]
         return nested
     if kind == 10:
-        return ['c'] * int(rng.choice([1, 2, 80, MAX_LABELS, MAX_LABELS + 1]))
+        return ['c'] * int(rng.choice([0, 1, 2, 80, MAX_LABELS, MAX_LABELS + 1]))
     if kind == 11:
         return b'\x00\xff binary'
     if kind == 12:
@@ -395,9 +402,11 @@ def _set_path(data: dict, path: str, value: Any) -> None:
 
 
 def _fuzzed_manifest(rng: np.random.Generator) -> bytes:
-    data = json.loads(json.dumps(VALID_MANIFEST))
+    depth = rng.random() < 0.5
+    data = json.loads(json.dumps(VALID_DEPTH_MANIFEST if depth else VALID_MANIFEST))
+    paths = DEPTH_PATHS if depth else PATHS
     for _ in range(int(rng.integers(0, 4))):  # 0: a valid manifest, differently written
-        path = PATHS[rng.integers(len(PATHS))]
+        path = paths[rng.integers(len(paths))]
         if rng.random() < 0.15:
             data.pop(path.split('.')[0], None)
         else:
@@ -428,7 +437,9 @@ def _check_manifest(manifest: ModelManifest) -> None:
     assert height * width <= MAX_INPUT_PIXELS and height % 32 == width % 32 == 0
     prep = manifest.preprocessing
     assert all(np.isfinite(v) for v in (prep.scale, *prep.mean, *prep.std)) and prep.scale > 0
-    assert manifest.labels is None or len(manifest.labels) <= MAX_LABELS
+    assert manifest.labels is None or 1 <= len(manifest.labels) <= MAX_LABELS
+    max_depth = manifest.depth.max_depth if manifest.depth else None
+    assert max_depth is None or 0 < max_depth <= MAX_DEPTH_METRES  # positive and finite
     assert 0 <= manifest.thresholds.confidence <= 1 and 0 <= manifest.thresholds.iou <= 1
 
 

@@ -149,3 +149,33 @@ def test_live_sets_are_taken_or_refused_with_a_reason(context):
         assert node._state() == 'unconfigured'
     finally:
         node.destroy_node()
+
+
+@pytest.mark.parametrize('atomically', [False, True], ids=['set', 'set_atomically'])
+def test_undeclared_names_are_refused_never_taken(context, atomically):
+    """An empty name (which rclpy's own undeclared-name check lets through) and other names
+    the node does not have: refused with a reason, never declared, as ``ros2 param set``
+    reports it (the service turns rclpy's exception into a failed result)."""
+    from rclpy.exceptions import ParameterNotDeclaredException
+
+    rng = random.Random(3)
+    node = VisionNode('fuzz_undeclared', context=context)
+    names = ['', ' ', '.', 'x' * 300, 'model ', 'yolov8n.confidence_threshold', '\x00',
+             'qos_overrides./image.subscription.depth']
+    try:
+        for name in names * 3:
+            value = _value(rng, NODE_SPECS['model'])
+            param = Parameter(name, value=value)
+            try:
+                result = (node.set_parameters_atomically([param]) if atomically
+                          else node.set_parameters([param])[0])
+            except ParameterNotDeclaredException:
+                assert name, 'the empty name must reach the node and be refused by it'
+            else:
+                assert not result.successful, (name, value)
+                assert 'is not declared on this node' in result.reason, result.reason
+                assert '\n' not in result.reason and len(result.reason) < 600
+            assert not node.has_parameter(name)
+        assert node.get_parameter('model').value == NODE_SPECS['model'].default
+    finally:
+        node.destroy_node()

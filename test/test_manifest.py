@@ -581,6 +581,44 @@ def test_model_that_does_not_fit_its_manifest_fails_configure(tmp_path: Path, mo
     _one_bounded_line(info.value)
 
 
+def test_empty_labels_are_refused_not_read_from_the_weights(tmp_path: Path) -> None:
+    """`labels: []` names no class: refused at load (it used to fall back to the weights'
+    names); `from_weights` says it explicitly and reads them."""
+    data = {**copy.deepcopy(VALID), 'labels': []}
+    with pytest.raises(ManifestError, match=r'field `labels`: an empty list names no class: '
+                       r'.*`labels: from_weights`') as info:
+        parse_manifest(data, 'empty_labels.yaml')
+    _one_bounded_line(info.value)
+    weights = _tiny_onnx(tmp_path / 'named.onnx', names=['a', 'b', 'c'])
+    pipeline = _pipeline(tmp_path, weights, labels='from_weights')
+    try:
+        assert pipeline.labels == ['a', 'b', 'c']
+    finally:
+        pipeline.close()
+
+
+@pytest.mark.parametrize('base,backend', [
+    ('yolov8n', 'cpu'), ('yolov8n', 'onnx'), ('yolov8n', 'openvino'),
+    ('yolov8n_int8_openvino', 'openvino'),
+], ids=['pt on torch', 'pt on onnx', 'pt on openvino', 'IR on openvino'])
+def test_label_count_is_checked_at_configure_on_every_backend(model_dir, engine_cache_dir,
+                                                              base, backend):
+    """3 names for an 80-class model: refused in one line naming both numbers, whatever
+    runs it (.pt on PyTorch, its ONNX export, its OpenVINO IR, a ready IR)."""
+    from vision_nodes.pipeline import build_pipeline
+    from vision_nodes.runners.registry import runner_class
+
+    if runner_class(backend).unavailable_reason(backend):
+        pytest.skip(f'backend {backend} is not available here')
+    data = yaml.safe_load(Path(resolve_manifest(base).source).read_text())
+    manifest = parse_manifest({**data, 'labels': ['a', 'b', 'c']}, f'{base}.yaml')
+    with pytest.raises(ManifestError, match='the manifest lists 3 class names but the model '
+                                            'scores 80 classes') as info:
+        build_pipeline(manifest, backend, model_dir=str(model_dir),
+                       cache_dir=engine_cache_dir, precision='auto')
+    _one_bounded_line(info.value)
+
+
 def test_free_input_dimensions_take_the_manifest_size(tmp_path: Path) -> None:
     weights = _tiny_onnx(tmp_path / 'dynamic.onnx', input_shape=('n', 3, 'h', 'w'))
     pipeline = _pipeline(tmp_path, weights, input_size=[96, 128])

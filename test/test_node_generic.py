@@ -210,6 +210,10 @@ def test_bad_start_up_parameters_are_one_line_errors_and_the_node_stays_up(
         assert "parameter qos_reliability: qos_reliability='bogus' is not one of" in out
         assert 'Traceback' not in out
         assert c.get_parameters('confidence_threshold') == {'confidence_threshold': 1.0}
+        # ros2 param set with an empty name, or one the node lacks: refused with a reason.
+        empty, unknown = c.set_parameters(**{'': 0.5, 'no_such_parameter': 0.5})
+        assert not empty.successful and "parameter '' is not declared" in empty.reason
+        assert not unknown.successful and unknown.reason
         assert not c.change_state('configure')
         assert h.node.wait_for_output('configure failed: refused until these start-up', 30.0)
         assert all(r.successful for r in c.set_parameters(
@@ -229,10 +233,34 @@ def test_activate_failure_is_logged_with_its_cause(model_dir, engine_cache_dir):
         assert c.change_state('configure', timeout=300)
         assert not c.change_state('activate')
         assert h.node.wait_for_output(
-            "activate failed: the image topic '/detections' is one of this node's own "
-            'outputs', 5.0)
+            "activate failed: the input 'image' topic '/detections' is one of this node's own "
+            "outputs ('detections', vision_msgs/msg/Detection2DArray): remap 'image'", 5.0)
         assert 'error during a transition' not in h.node.output()
         assert c.get_state() == 'inactive' and h.node.alive()
+    finally:
+        h.close()
+
+
+def test_outputs_remapped_onto_one_topic_fail_configure_in_one_line(
+        model_dir, engine_cache_dir):
+    """`-r label_info:=detections`: two outputs of different types on one topic. Configure
+    fails naming both (it was a raw RCLError), publishes nothing, and can be tried again."""
+    h = Harness(_params(model_dir, engine_cache_dir), 'vn_clash',
+                remaps={'label_info': 'detections'})
+    try:
+        c = h.client
+        expected = ("configure failed: output 'label_info' (vision_msgs/msg/LabelInfo) and "
+                    "output 'detections' (vision_msgs/msg/Detection2DArray) are both on topic "
+                    "'/detections' (of different types): each output needs a topic of its own")
+        for _ in range(2):  # a failed configure leaves nothing behind to clash with
+            assert not c.change_state('configure', timeout=300)
+            assert wait_for(lambda: h.node.output().count(expected) == _ + 1, 10.0)
+            assert c.get_state() == 'unconfigured' and h.node.alive()
+        out = h.node.output()
+        assert 'RCLError' not in out and 'unexpectedly' not in out and 'Traceback' not in out
+        line = next(x for x in out.splitlines() if expected in x)
+        assert len(line) < 600
+        assert c.node.count_publishers('/detections') == 0
     finally:
         h.close()
 

@@ -212,10 +212,12 @@ def test_device_and_openvino_options(tmp_path):
     npu = provider_options(OPENVINO, device='NPU', precision='fp16', **opts)
     assert npu['device_type'] == 'NPU' and npu['precision'] == 'FP16'
     assert 'device_type' not in provider_options(OPENVINO, device='', precision='fp32', **opts)
-    with pytest.raises(RunnerError, match="device 'cuda:0' is not an OpenVINO device"):
+    with pytest.raises(RunnerError, match=r"device 'cuda:0': backend 'onnx' \(execution "
+                                          r'provider openvino\) cannot use a CUDA GPU'):
         provider_options(OPENVINO, device='cuda:0', precision='fp32', **opts)
-    with pytest.raises(RunnerError, match="device 'npu' is not a GPU index for "
-                                          'CUDAExecutionProvider'):
+    with pytest.raises(RunnerError, match=r"device 'npu': backend 'onnx' \(execution "
+                                          r'provider cuda\) cannot use it; it takes '
+                                          r"'' \(the default\) or a GPU"):
         provider_options(CUDA, device='npu', precision='fp32', **opts)
 
 

@@ -508,7 +508,8 @@ def test_device_selects_the_gpu(fake_trt, fake_gpu, tiny_config):
         runner.unload()
     with pytest.raises(RunnerError, match=r'GPU 3 does not exist \(2 GPU\(s\) visible\)'):
         create_runner(replace(config, device='3'))
-    with pytest.raises(RunnerError, match="device 'cpu' is not a CUDA GPU"):
+    with pytest.raises(RunnerError, match="parameter device 'cpu': backend 'tensorrt' cannot "
+                                          r"use it; it takes '' \(the default\) or a GPU"):
         create_runner(replace(config, device='cpu'))
 
 
@@ -534,9 +535,6 @@ def test_gpu_facts_here_and_from_cuda_python(monkeypatch):
     assert cuda.gpu_info(2, ('cuda-python',)) is None
     assert cuda.gpu_unavailable_reason(2, ('cuda-python',)) == (
         'GPU 2 does not exist (2 GPU(s) visible)')
-    assert [cuda.device_index(d) for d in ('', 'cuda', '1', 'cuda:2', 'GPU:3')] == [0, 0, 1, 2, 3]
-    with pytest.raises(cuda.CudaError, match="device 'npu' is not a CUDA GPU"):
-        cuda.device_index('npu')
 
 
 def test_gpu_facts_prefer_torch_when_it_sees_the_gpu(monkeypatch):

@@ -29,8 +29,13 @@ MAX_INPUT_SIDE = 4096
 MAX_INPUT_PIXELS = 2048 * 2048
 #: Largest magnitude of a preprocessing number (``scale``, ``mean``, ``std``).
 MAX_PREPROCESSING_MAGNITUDE = 1e4
+#: Largest depth range limit (metres): a manifest's ``depth.max_depth`` and a model's own
+#: ``max_depth`` (transformers config.json), which must also be positive and finite.
+MAX_DEPTH_METRES = 1e6
 #: Most detections a model may publish per image (manifest and node parameter).
 MAX_DETECTIONS = 10_000
+#: Largest device index the ``device`` parameter may name (``cuda:N``, ``GPU.N``).
+MAX_DEVICE_INDEX = 255
 #: Largest image the node converts: pixels (8192 x 8192), and bytes of pixel data (rows x step,
 #: the rows of every plane for semi-planar YUV). A camera encoding's RGB copy is within the
 #: pixel bound.

@@ -23,9 +23,10 @@ from typing import Any
 
 import yaml
 
-from .limits import (MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL_CHARS,
-                     MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_MANIFEST_NODES,
-                     MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_PREPROCESSING_MAGNITUDE)
+from .limits import (MAX_DEPTH_METRES, MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE,
+                     MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH,
+                     MAX_MANIFEST_NODES, MAX_NAME_CHARS, MAX_PATH_CHARS,
+                     MAX_PREPROCESSING_MAGNITUDE)
 from .text import clip, show
 
 #: Every backend name a manifest may list (``auto`` is a node parameter value, not a backend).
@@ -264,6 +265,29 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
     return Thresholds(**kwargs)
 
 
+def depth_range_problem(value: Any) -> str | None:
+    """Why ``value`` cannot bound a depth range, or None when it can.
+
+    A depth range limit (the manifest's ``depth.max_depth``, a model's own ``max_depth``)
+    is a number, finite, > 0 and at most :data:`~vision_nodes.limits.MAX_DEPTH_METRES`: a
+    negative or zero one would turn every depth into NaN (or flip a relative map) without a
+    word. One guard for every place a depth range enters.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f'{show(value)} is not a number'
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        return f'{show(value)} is not a finite number'
+    if number <= 0:
+        return f'{show(value)} is not positive'
+    if number > MAX_DEPTH_METRES:
+        return f'{show(value)} is larger than {MAX_DEPTH_METRES:g}'
+    return None
+
+
 def _parse_depth(source: str, task: str, data: Any) -> DepthSpec | None:
     if task != 'depth':
         if data is not None:
@@ -288,11 +312,11 @@ def _parse_depth(source: str, task: str, data: Any) -> DepthSpec | None:
     if max_depth is not None:
         if kind != 'metric':
             raise _fail(source, 'depth.max_depth', 'applies to metric models only')
-        max_depth = _number(source, 'depth.max_depth', max_depth, -math.inf, math.inf,
-                            'a number of metres')
-        if not 0 < max_depth <= 1e6:
-            raise _fail(source, 'depth.max_depth', f'{show(max_depth)} must be a positive '
-                        'number of metres (at most 1e6)')
+        problem = depth_range_problem(max_depth)
+        if problem:
+            raise _fail(source, 'depth.max_depth', f'{problem}: give the farthest depth the '
+                        f'model reports, a positive number of metres (or leave it out)')
+        max_depth = float(max_depth)
     return DepthSpec(kind=kind, output=output, max_depth=max_depth)
 
 
@@ -333,6 +357,10 @@ def _parse_labels(source: str, value: Any) -> tuple[str, ...] | None:
     if isinstance(value, str) and value == 'from_weights':
         return None
     _expect(source, 'labels', value, list, "a list of names or 'from_weights'")
+    if not value:
+        raise _fail(source, 'labels', 'an empty list names no class: list one name per class '
+                    'the model scores, or write `labels: from_weights` to read them from the '
+                    'weights')
     if len(value) > MAX_LABELS:
         raise _fail(source, 'labels', f'{len(value)} names; at most {MAX_LABELS} are accepted')
     for i, v in enumerate(value):

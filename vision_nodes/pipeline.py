@@ -98,7 +98,9 @@ def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: st
 
 
 def _model(manifest: ModelManifest, runner: Runner, task: Task) -> ModelPipeline:
-    labels = list(manifest.labels) if manifest.labels else list(runner.labels or [])
+    # None is `labels: from_weights`; a manifest's list is never empty (refused at load).
+    labels = list(manifest.labels) if manifest.labels is not None else \
+        list(runner.labels or [])
     check = getattr(task, 'check_model', None)  # the model's outputs fit the task and labels
     if check is not None:
         try:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..manifest import ModelManifest
+from ..manifest import ModelManifest, depth_range_problem
 from ..text import clip
 from .common import ModelLoadError
 
@@ -72,6 +72,12 @@ def check_depth_config(manifest: ModelManifest, config: dict[str, Any], source: 
         raise ModelLoadError(
             f"'{source}': Depth Anything's relative models output disparity (larger is "
             f"nearer); set depth.output: disparity in manifest '{manifest.name}'")
+    # Depth Anything scales its output by max_depth (metric and relative alike).
+    problem = depth_range_problem(config.get('max_depth'))
+    if problem:
+        raise ModelLoadError(f"'{source}': config.json max_depth {problem}: the model's "
+                             'output is scaled by it; set it to the positive depth range '
+                             'the model was trained for')
     if kind == 'metric' and spec.max_depth is not None:
         max_depth = config.get('max_depth')
         if not isinstance(max_depth, (int, float)) or float(max_depth) != spec.max_depth:

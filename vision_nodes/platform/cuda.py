@@ -28,7 +28,7 @@ FACT_SOURCES = ('torch', 'cuda-python')
 
 
 class CudaError(RuntimeError):
-    """A CUDA call failed, or a device setting names no usable GPU; the message says which."""
+    """A CUDA call failed; the message says which and why."""
 
 
 @dataclass(frozen=True)
@@ -52,21 +52,6 @@ class GpuInfo:
         return {'index': self.index, 'name': self.name, 'compute_capability': self.sm,
                 'memory_total': self.memory_total, 'memory_used': self.memory_used,
                 'source': self.source}
-
-
-def device_index(device: str) -> int:
-    """Parse a ``device`` setting for a CUDA backend: '' → 0, '1' → 1, 'cuda:1' → 1."""
-    spec = (device or '').strip().lower()
-    if spec in ('', 'cuda', 'gpu'):
-        return 0
-    for prefix in ('cuda:', 'gpu:'):
-        if spec.startswith(prefix):
-            spec = spec[len(prefix):]
-            break
-    if not spec.isdigit():
-        raise CudaError(f"device '{device}' is not a CUDA GPU: use an index such as '0' or "
-                        "'cuda:1' (empty = the first GPU)")
-    return int(spec)
 
 
 def cuda_runtime() -> ModuleType:

@@ -35,11 +35,15 @@ class ImageSubscription:
         self._on_incompatible = on_incompatible
         self.transport = transport
         if transport == 'compressed':
-            self.msg_type, self.topic_name = CompressedImage, compressed_topic(node)
+            self.msg_type, self._name = CompressedImage, compressed_topic(node)
             self.type_name = 'sensor_msgs/msg/CompressedImage'
         else:
-            self.msg_type, self.topic_name = Image, node.resolve_topic_name('image')
+            self.msg_type, self._name = Image, 'image'
             self.type_name = 'sensor_msgs/msg/Image'
+        #: The topic subscribed: the name resolved as rcl resolves it (remapping applied).
+        self.topic_name = node.resolve_topic_name(self._name)
+        #: How errors name this input: the name its remap rule takes (also for compressed).
+        self.label = 'image'
         self._sub = None
         #: The QoS of the current (or last) subscription.
         self.qos: QoSProfile | None = None
@@ -53,16 +57,20 @@ class ImageSubscription:
         """(Re)create the subscription with this QoS."""
         self.unsubscribe()
         events = SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible)
-        self._sub = self._node.create_subscription(
-            self.msg_type, self.topic_name, self._callback, qos, event_callbacks=events,
-            callback_group=self._group)
+        self._sub = self._node.endpoints.subscription(
+            self.msg_type, self._name, self._callback, qos, label=self.label,
+            event_callbacks=events, callback_group=self._group)
         self.qos = qos
 
     def unsubscribe(self) -> None:
         """Destroy the subscription (idempotent)."""
         if self._sub is not None:
-            self._node.destroy_subscription(self._sub)
+            self._node.endpoints.destroy(self._sub)
             self._sub = None
+
+    def check_topic(self) -> None:
+        """Refuse (TopicClashError) a topic that clashes with another of the node's."""
+        self._node.endpoints.plan('input', self.msg_type, self._name, self.label)
 
     def publishers(self) -> list[Any]:
         """Endpoint infos (with QoS) of the publishers on the topic."""

@@ -47,9 +47,10 @@ from ..runners.base import RunnerError
 from ..runners.registry import backend_report
 from ..stats import FrameStats, HealthLimits, stamp_latency
 from ..tasks import TaskError, task_class
-from ..text import clip
+from ..text import clip, show
 from .compressed_input import compressed_to_numpy
 from .diagnostics import NodeFacts, diagnostic_array, diagnostic_status
+from .endpoints import Endpoints
 from .executor import FrameGate, TransitionExecutor, isolate_transitions
 from .frame_worker import FrameWorker
 from .image_input import image_to_array
@@ -147,7 +148,10 @@ class VisionNode(LifecycleNode):
         #: Whether the runner's describe() reports device memory (CUDA, TensorRT).
         self._reports_memory = False
         # Not a lifecycle publisher: diagnostics also tell an unconfigured node's state.
-        self._diagnostics = self.create_publisher(DiagnosticArray, '/diagnostics', 10)
+        #: Every publisher and subscription of the node: a remap putting two on one topic
+        #: is refused in one line (see .endpoints).
+        self.endpoints = Endpoints(self, self.get_logger().warning)
+        self._diagnostics = self.endpoints.publisher(DiagnosticArray, '/diagnostics', 10)
         self._diagnostics_timer = self.create_timer(1.0, self._publish_diagnostics)
         #: Set by the shutdown transition; ``main`` then ends the process.
         self.finalized = False
@@ -188,6 +192,13 @@ class VisionNode(LifecycleNode):
         for param in params:
             if param.type_ == Parameter.Type.NOT_SET:  # declared without a value
                 continue
+            if not internal and not self.has_parameter(param.name):
+                # rclpy refuses undeclared names before this callback, except the empty
+                # one (its check tests the names' truth): refuse that the same way.
+                return SetParametersResult(successful=False, reason=(
+                    f'parameter {show(param.name)} is not declared on this node '
+                    f'(`ros2 param list {self.get_fully_qualified_name()}` lists its '
+                    'parameters)'))
             spec = SPECS.get(param.name)
             model = next((m for m in self._model_params.values() if param.name in m.specs),
                          None)
@@ -250,6 +261,13 @@ class VisionNode(LifecycleNode):
         """Declare each model's live parameters (under its name when there are several)."""
         if manifests is None:
             return
+        self._internal.on = True  # the node declares them (set_parameters sees new names)
+        try:
+            self._declare_model_parameters_of(manifests)
+        finally:
+            self._internal.on = False
+
+    def _declare_model_parameters_of(self, manifests: list[ModelManifest]) -> None:
         prefixes = [m.name if len(manifests) > 1 else '' for m in manifests]
         keep = {}
         for manifest, prefix in zip(manifests, prefixes):
@@ -292,12 +310,12 @@ class VisionNode(LifecycleNode):
             calibration_dir=self._p('calibration_dir'),
             torch_compile=self._p('use_torch_compile'),
             log=lambda line: self.get_logger().info(clip(line, 2000)))
+        models: list[_Model] = []
         try:
             self._declare_model_parameters(manifests)
             if self._startup_errors:
                 raise ValueError('refused until these start-up parameters are set to valid '
                                  'values: ' + '; '.join(self._startup_errors.values()))
-            models = []
             for model in pipeline.models:
                 prefix = model.manifest.name if len(pipeline.models) > 1 else ''
                 params = self._model_params[f'{prefix}:{model.manifest.task}']
@@ -305,6 +323,8 @@ class VisionNode(LifecycleNode):
                     self, model, f'{prefix}/' if prefix else '')
                 models.append(_Model(model.manifest.name, model, params, outputs))
         except BaseException:
+            for made in models:  # another model's outputs may be what clashed
+                made.outputs.destroy()
             pipeline.close()
             raise
         with self._lock:
@@ -383,14 +403,12 @@ class VisionNode(LifecycleNode):
         callback = self._on_image_with_info if _MESSAGE_INFO else self._on_image
         sub = ImageSubscription(self, callback, self._on_incompatible_qos, transport,
                                 self._frame_gate)
-        own = {t for m in self._models for t in m.outputs.topics}
-        if sub.topic_name in own:
-            raise ValueError(f"the image topic '{clip(sub.topic_name)}' is one of this "
-                             "node's own outputs: remap 'image' to the camera's topic")
+        sub.check_topic()  # not on one of the node's outputs
         result = super().on_activate(state)
         self._image_sub = sub
         for model in self._models:
             model.outputs.activate(model.params.current)
+        sub.check_topic()  # nor on an input just made (camera_info) of another type
         self._stats.reset()
         self._last_seq.clear()
         self._frame_gate.open = True
@@ -400,7 +418,7 @@ class VisionNode(LifecycleNode):
         self._active = True
         self._idle_logged = False
         self._update_input()
-        self._idle_timer = self.create_timer(0.5, self._update_input)
+        self._idle_timer = self.create_timer(0.5, self._update_input_in_timer)
         outputs = ', '.join(t for m in self._models for t in m.outputs.topics[:1])
         self.get_logger().info(f"active: '{sub.topic_name}' → {outputs}")
         return result
@@ -456,6 +474,17 @@ class VisionNode(LifecycleNode):
                 self.get_logger().warning(f're-subscribing: {change.reason}')
                 sub.subscribe(change.profile)
         self._idle_logged = not wanted
+
+    def _update_input_in_timer(self) -> None:
+        """:meth:`_update_input` on the executor's thread, where a failure must not escape.
+
+        Activate checked the image topic; what only rcl can refuse (a topic another node of
+        this process holds with another type) is logged, rate-limited, and retried.
+        """
+        try:
+            self._update_input()
+        except Exception as exc:  # noqa: BLE001 - the node must keep spinning
+            self._log_error(f'cannot take images: {clip(exc, 600)}')
 
     def _choose_qos(self, sub: ImageSubscription) -> Any:
         """Return the subscription QoS for ``qos_reliability`` (auto: what all cameras reach)."""

@@ -13,6 +13,7 @@ from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescr
                                 ParameterType)
 
 from ..param_spec import ParamSpec
+from ..platform.devices import DeviceError, parse_device
 from ..text import clip
 from ..runners.base import PRECISIONS
 from ..runners.registry import BACKEND_CHOICES
@@ -76,8 +77,13 @@ PARAMS: tuple[ParamSpec, ...] = (
               'coreml > directml > openvino > cpu), falling back when one fails to start.',
               choices=('',) + tuple(EXECUTION_PROVIDERS)),
     ParamSpec('device', '',
-              "Device: for GPU backends e.g. 'cuda:0' or '1' (empty = first GPU); for "
-              'openvino CPU, GPU, NPU or AUTO (empty = CPU).'),
+              "Device, read the same way by every backend: '' (the backend's default: the "
+              "first GPU, OpenVINO's CPU), 'cpu', a GPU by index ('cuda', 'cuda:1', '1', "
+              "'gpu:1'), or an OpenVINO device ('GPU.1', 'NPU', 'AUTO:GPU,CPU'). A backend "
+              "refuses what it cannot use: cpu takes '' or 'cpu'; cuda, rocm and tensorrt a "
+              "GPU; onnx what its execution provider takes (cpu: '' or 'cpu'; GPU providers: "
+              'a GPU index, their device_id; openvino: any); openvino any but a CUDA/ROCm '
+              'name.'),
     ParamSpec('precision', 'auto',
               'Inference precision. fp32 is exact; fp16 is the device\'s fast reduced '
               'precision (bf16 on CPUs that have it); int8 needs calibration images or a '
@@ -142,6 +148,11 @@ def validate(name: str, value: Any) -> str | None:
     reason = spec.validate(value)
     if reason is None and name == 'model' and not value.strip():
         return 'model must name a manifest or a manifest file'
+    if reason is None and name == 'device':
+        try:
+            parse_device(value)
+        except DeviceError as exc:
+            return str(exc)
     if reason is None and name == 'models':
         names = [v.strip() for v in value if v.strip()]
         if len(set(names)) != len(names):

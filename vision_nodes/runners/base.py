@@ -16,6 +16,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from ..platform.allocator import release_freed_memory
+from ..platform.devices import Device, DeviceError, require_device
 from ..artifacts.cache import EngineCache
 from ..manifest import KNOWN_PRECISIONS, ModelManifest
 from ..text import clip
@@ -73,6 +74,32 @@ class Runner(ABC):
     def unavailable_reason(cls, backend: str) -> str | None:
         """None when ``backend`` can run on this machine, else a sentence saying why not."""
         return None
+
+    @classmethod
+    def device_kinds(cls, config: RunnerConfig) -> tuple[str, ...]:
+        """Kinds of ``device`` this runner can honour for ``config`` (the default at least).
+
+        The kinds are :func:`~vision_nodes.platform.devices.parse_device`'s.
+        """
+        return ('default',)
+
+    @classmethod
+    def device_user(cls, config: RunnerConfig) -> str:
+        """Who uses the device, as a refusal names it ("backend 'cpu'")."""
+        return f"backend '{config.backend}'"
+
+    @classmethod
+    def check_device(cls, config: RunnerConfig) -> Device:
+        """Return ``config.device`` parsed, or a one-line RunnerError if it cannot be used.
+
+        Every backend reads the setting with the same parser and refuses the kinds it cannot
+        honour (:meth:`device_kinds`), before anything is loaded.
+        """
+        try:
+            return require_device(config.device, cls.device_kinds(config),
+                                  cls.device_user(config))
+        except DeviceError as exc:
+            raise RunnerError(str(exc)) from None
 
     @classmethod
     def precision_unavailable(cls, config: RunnerConfig) -> str | None:

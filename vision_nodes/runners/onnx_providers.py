@@ -16,8 +16,10 @@ tested without creating sessions.
   inference does not make the provider rebuild its engine for each new shape.
 - The ROCm provider is gone from ONNX Runtime 1.23 on: naming it there says to use
   MIGraphX.
-- ``device``: a GPU index (``1``, ``cuda:1``) for the GPU providers, an OpenVINO device
-  (``GPU``, ``GPU.1``, ``NPU``, ``CPU``, ``AUTO:GPU,CPU``) for OpenVINO.
+- ``device`` (read by :func:`~vision_nodes.platform.devices.parse_device`, like every
+  backend's): a GPU index (``1``, ``cuda:1``) for the GPU providers, which becomes their
+  ``device_id``; '' or ``cpu`` for the CPU provider; an OpenVINO device (``CPU``, ``GPU.1``,
+  ``NPU``, ``AUTO:GPU,CPU``) for OpenVINO; '' for the others, which pick their own.
 - ``precision: fp16``: TensorRT sets its own fp16 flag and OpenVINO its precision hint on the
   fp32 graph; the other GPU providers run an fp16-converted graph (inputs and outputs stay
   fp32). The CPU provider runs fp32 only; so does OpenVINO's provider on the CPU (it refuses
@@ -34,6 +36,7 @@ from typing import Any, Sequence
 from ..artifacts.cache import EngineCache, cache_key
 from ..artifacts.tensorrt_build import workspace_bytes
 from ..platform import cuda
+from ..platform.devices import Device, DeviceError, openvino_device, require_device
 from ..text import clip
 from .base import RunnerError
 
@@ -73,9 +76,6 @@ DEVICE_ID_PROVIDERS = (TENSORRT, 'CUDAExecutionProvider', 'ROCMExecutionProvider
 
 #: Providers that can run ``precision: fp16``.
 FP16_PROVIDERS = DEVICE_ID_PROVIDERS + ('CoreMLExecutionProvider', OPENVINO)
-
-#: OpenVINO device names (``device_type``), upper-case, before any ``.N`` or ``:list``.
-_OPENVINO_DEVICES = ('CPU', 'GPU', 'NPU', 'AUTO', 'HETERO', 'MULTI')
 
 
 def short_name(provider: str) -> str:
@@ -158,29 +158,27 @@ def needs_fp16_graph(provider: str, precision: str) -> bool:
     return precision == 'fp16' and provider not in (TENSORRT, OPENVINO, CPU)
 
 
-def _gpu_index(provider: str, device: str) -> int | None:
-    spec = (device or '').strip().lower()
-    if not spec:
-        return None
-    for prefix in ('rocm:', 'hip:', 'dml:'):
-        if spec.startswith(prefix):
-            spec = 'gpu:' + spec[len(prefix):]
+def device_kinds(provider: str) -> tuple[str, ...]:
+    """Kinds of ``device`` a provider honours (see :mod:`vision_nodes.platform.devices`)."""
+    if provider in DEVICE_ID_PROVIDERS:
+        return ('default', 'gpu')
+    if provider == OPENVINO:
+        return ('default', 'cpu', 'gpu', 'openvino')
+    if provider == CPU:
+        return ('default', 'cpu')
+    return ('default',)  # CoreML: it picks its own devices
+
+
+def check_device(provider: str, device: str) -> Device:
+    """Return ``device`` parsed, or a one-line RunnerError if ``provider`` cannot honour it."""
+    user = f"backend 'onnx' (execution provider {short_name(provider)})"
     try:
-        return cuda.device_index(spec)
-    except cuda.CudaError:
-        raise RunnerError(f"device '{device}' is not a GPU index for {provider} (use e.g. "
-                          "'0' or 'cuda:1'; empty = the first GPU)") from None
-
-
-def _openvino_device(device: str) -> str | None:
-    spec = (device or '').strip()
-    if not spec:
-        return None
-    head = spec.upper().split('.', 1)[0].split(':', 1)[0]
-    if head not in _OPENVINO_DEVICES:
-        raise RunnerError(f"device '{device}' is not an OpenVINO device for {OPENVINO} (use "
-                          f"one of {', '.join(_OPENVINO_DEVICES)}, e.g. 'GPU' or 'GPU.1')")
-    return spec.upper()
+        parsed = require_device(device, device_kinds(provider), user)
+        if provider == OPENVINO and parsed.kind != 'default':
+            openvino_device(device, user)  # OpenVINO's GPUs are its own: not 'cuda:0'
+    except DeviceError as exc:
+        raise RunnerError(str(exc)) from None
+    return parsed
 
 
 def provider_cache_dir(cache: EngineCache, provider: str, model: str,
@@ -235,15 +233,14 @@ def provider_options(provider: str, *, device: str, precision: str, cache: Engin
     model's height and width are dynamic.
     """
     options: dict[str, Any] = {}
-    if provider in DEVICE_ID_PROVIDERS:
-        index = _gpu_index(provider, device)
-        if index is not None:
-            options['device_id'] = index
+    parsed = check_device(provider, device)
+    if provider in DEVICE_ID_PROVIDERS and parsed.kind == 'gpu':
+        options['device_id'] = parsed.gpu_index
     if provider == TENSORRT:
         options.update(_tensorrt_options(options.get('device_id', 0), precision, cache, model,
                                          onnx_sha256, ort_version, profile))
     elif provider == OPENVINO:
-        device_type = _openvino_device(device)
+        device_type = None if parsed.kind == 'default' else openvino_device(device).name
         _check_openvino_precision(device_type, precision)
         if device_type:
             options['device_type'] = device_type

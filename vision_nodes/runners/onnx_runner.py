@@ -23,11 +23,14 @@ from ..artifacts.tensorrt_build import rect_profile, static_profile
 from ..limits import MAX_MANIFEST_BYTES
 from ..loaders import check_weights
 from ..platform.cpu import cpu_info
+from ..platform.devices import DEVICE_KINDS
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
-from .onnx_providers import (CPU, CPU_FALLBACK_REFUSED, EXECUTION_PROVIDERS, NO_CPU_FALLBACK,
-                             TENSORRT, check_precision, needs_fp16_graph, provider_candidates,
-                             provider_options, resolve_execution_provider, session_providers)
+from .onnx_providers import (AUTO_ORDER, CPU, CPU_FALLBACK_REFUSED, EXECUTION_PROVIDERS,
+                             NO_CPU_FALLBACK, TENSORRT, check_device, check_precision,
+                             device_kinds, needs_fp16_graph, provider_candidates,
+                             provider_options, resolve_execution_provider, session_providers,
+                             short_name)
 
 __all__ = ['EXECUTION_PROVIDERS', 'OnnxRunner', 'labels_from_metadata',
            'resolve_execution_provider']
@@ -75,6 +78,23 @@ class OnnxRunner(Runner):
         except ImportError:
             return "ONNX Runtime is not installed (pip install 'vision_nodes[onnx]')"
         return None
+
+    @classmethod
+    def device_kinds(cls, config: RunnerConfig) -> tuple[str, ...]:
+        """Take what the execution provider honours (``auto``: any provider this build has)."""
+        provider = resolve_execution_provider(config.execution_provider)
+        if provider != 'auto':
+            return device_kinds(provider)
+        import onnxruntime as ort
+
+        available = ort.get_available_providers()
+        kinds = {k for p in AUTO_ORDER if p in available for k in device_kinds(p)}
+        return tuple(k for k in DEVICE_KINDS if k in kinds)
+
+    @classmethod
+    def device_user(cls, config: RunnerConfig) -> str:
+        provider = resolve_execution_provider(config.execution_provider)
+        return f"backend 'onnx' (execution provider {short_name(provider)})"
 
     def _load(self) -> None:
         import onnxruntime as ort
@@ -181,6 +201,7 @@ class OnnxRunner(Runner):
         """Create a session on ``provider`` (CPU only for what it cannot run) or say why not."""
         cfg = self.config
         check_precision(provider, cfg.precision)
+        check_device(provider, cfg.device)
         model: Any = self._model
         if needs_fp16_graph(provider, cfg.precision):
             try:

@@ -22,7 +22,7 @@ from ..artifacts.openvino_convert import (IR_BIN, IR_XML, ensure_openvino_ir,
                                           labels_from_rt_info, read_ir_source)
 from ..artifacts.quantize import CalibrationError, calibration_set, ensure_int8_ir
 from ..platform.cpu import cpu_info
-from ..platform.devices import DeviceError, OpenVinoDevice, parse_openvino_device
+from ..platform.devices import DeviceError, OpenVinoDevice, openvino_device
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
 
@@ -66,10 +66,11 @@ def fast_reduced_type(family: str) -> str | None:
 
 
 def _device(config: RunnerConfig) -> OpenVinoDevice:
+    OpenVinoRunner.check_device(config)
     try:
-        return parse_openvino_device(config.device)
+        return openvino_device(config.device)
     except DeviceError as exc:
-        raise RunnerError(str(exc)) from exc
+        raise RunnerError(str(exc)) from None
 
 
 def _families(device: OpenVinoDevice) -> list[str]:
@@ -120,6 +121,11 @@ class OpenVinoRunner(Runner):
         self._parent_sha256 = ''
 
     # ------------------------------------------------------------------ class-level facts
+    @classmethod
+    def device_kinds(cls, config: RunnerConfig) -> tuple[str, ...]:
+        """Every kind: the CPU (the default), its GPUs by index, NPU, AUTO and friends."""
+        return ('default', 'cpu', 'gpu', 'openvino')
+
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
         try:

@@ -215,6 +215,7 @@ def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: N
         reason = cls.unavailable_reason(config.backend)
         if reason:
             raise RunnerError(f"backend '{config.backend}' is not available: {reason}")
+        cls.check_device(config)
         runner = cls(resolve_precision(config, log))
         runner.load()
         return runner
@@ -222,7 +223,9 @@ def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: N
     for backend in auto_order([config.manifest], log):
         cls = runner_class(backend)
         try:
-            runner = cls(resolve_precision(replace(config, backend=backend), log))
+            candidate = replace(config, backend=backend)
+            cls.check_device(candidate)
+            runner = cls(resolve_precision(candidate, log))
             runner.load()
         except Exception as exc:  # noqa: BLE001 - fall back to the next backend
             failures.append(f'{backend}: {exc}')

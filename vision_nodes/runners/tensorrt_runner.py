@@ -139,11 +139,16 @@ class TensorRTRunner(Runner):
         return cuda.gpu_unavailable_reason(0, _FACTS)
 
     @classmethod
+    def device_kinds(cls, config: RunnerConfig) -> tuple[str, ...]:
+        """Take a GPU by index (default: the first)."""
+        return ('default', 'gpu')
+
+    @classmethod
     def auto_precision(cls, config: RunnerConfig) -> str:
         """fp16 on GPUs with tensor cores (compute capability 7.0 or newer), else fp32."""
         try:
-            info = cuda.gpu_info(cuda.device_index(config.device), _FACTS)
-        except cuda.CudaError:
+            info = cuda.gpu_info(cls.check_device(config).gpu_index, _FACTS)
+        except (cuda.CudaError, RunnerError):
             info = None
         return 'fp16' if info is not None and info.compute_capability >= (7, 0) else 'fp32'
 
@@ -153,10 +158,7 @@ class TensorRTRunner(Runner):
         return RunnerError(f"backend 'tensorrt': {message}")
 
     def _select_gpu(self) -> cuda.GpuInfo:
-        try:
-            self._device = cuda.device_index(self.config.device)
-        except cuda.CudaError as exc:
-            raise self._fail(str(exc)) from None
+        self._device = self.check_device(self.config).gpu_index
         reason = cuda.gpu_unavailable_reason(self._device, _FACTS)
         if reason:
             raise self._fail(reason)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..loaders import load_torch_module
 from ..platform.cpu import cpu_info
-from ..text import clip
+from ..text import clip, show
 from .base import Runner, RunnerConfig, RunnerError
 
 #: Why Ultralytics models run eagerly (logged once per load).
@@ -79,31 +79,26 @@ class TorchRunner(Runner):
             return f'no {backend.upper()} GPU is visible to PyTorch'
         return None
 
+    @classmethod
+    def device_kinds(cls, config: RunnerConfig) -> tuple[str, ...]:
+        """Backend cpu: the CPU; cuda and rocm: a GPU by index (default: the first)."""
+        return ('default', 'cpu') if config.backend == 'cpu' else ('default', 'gpu')
+
     def _resolve_device(self):
         torch = _torch()
-        backend, device = self.config.backend, self.config.device.strip()
+        backend = self.config.backend
+        device = self.check_device(self.config)
         if backend == 'cpu':
-            if device and device != 'cpu':
-                raise RunnerError(f"backend 'cpu' cannot use device '{clip(device, 40)}'")
             return torch.device('cpu')
         reason = self.unavailable_reason(backend)
         if reason:
             raise RunnerError(f"backend '{backend}': {reason}")
         # ROCm builds of PyTorch expose HIP devices under the 'cuda' device type.
-        spec = device or 'cuda:0'
-        if spec.isdigit():
-            spec = f'cuda:{spec}'
-        try:
-            dev = torch.device(spec)
-        except RuntimeError as exc:
-            raise RunnerError(f"invalid device '{clip(device, 40)}': {clip(exc)}") from exc
-        if dev.type != 'cuda':
-            raise RunnerError(f"backend '{backend}' needs a GPU device like 'cuda:0', "
-                              f"not '{clip(device, 40)}'")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise RunnerError(f"device '{clip(spec, 40)}' does not exist "
-                              f'({torch.cuda.device_count()} GPU(s) visible)')
-        return dev
+        count = torch.cuda.device_count()
+        if device.gpu_index >= count:
+            raise RunnerError(f'parameter device {show(self.config.device, 40)}: GPU '
+                              f'{device.gpu_index} does not exist ({count} GPU(s) visible)')
+        return torch.device('cuda', device.gpu_index)
 
     def _load(self) -> None:
         torch = _torch()

@@ -38,11 +38,10 @@ class DepthOutputs:
         self._task = model.task
         self._namespace = namespace
         topic = 'depth' if model.task.metric else 'depth/relative'
-        self._depth = node.create_lifecycle_publisher(Image, f'{namespace}{topic}', IMAGES)
-        self._colored = node.create_lifecycle_publisher(
-            Image, f'{namespace}depth/colored', IMAGES)
-        self._info_out = node.create_lifecycle_publisher(
-            CameraInfo, f'{namespace}depth/camera_info', IMAGES)
+        self._depth, self._colored, self._info_out = node.endpoints.publishers([
+            (Image, f'{namespace}{topic}', IMAGES),
+            (Image, f'{namespace}depth/colored', IMAGES),
+            (CameraInfo, f'{namespace}depth/camera_info', IMAGES)])
         self._info_in = None
         self._latest_info: CameraInfo | None = None
         self._params: DepthParams = DepthParams()
@@ -61,13 +60,13 @@ class DepthOutputs:
         """Subscribe to camera_info when it is to be republished."""
         self._params = params
         if params.publish_camera_info and self._info_in is None:
-            self._info_in = self._node.create_subscription(
+            self._info_in = self._node.endpoints.subscription(
                 CameraInfo, 'camera_info', self._on_camera_info, CAMERA_INFO_IN)
 
     def deactivate(self) -> None:
         """Drop the camera_info subscription."""
         if self._info_in is not None:
-            self._node.destroy_subscription(self._info_in)
+            self._node.endpoints.destroy(self._info_in)
             self._info_in = None
         self._latest_info = None
 
@@ -95,4 +94,4 @@ class DepthOutputs:
         """Destroy the publishers and the camera_info subscription."""
         self.deactivate()
         for pub in (self._depth, self._colored, self._info_out):
-            self._node.destroy_lifecycle_publisher(pub)
+            self._node.endpoints.destroy(pub)

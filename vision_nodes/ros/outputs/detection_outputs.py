@@ -28,10 +28,9 @@ class DetectionOutputs:
         if not self._labels:
             node.get_logger().warning(f"model '{model.manifest.name}' has no class names: "
                                       'label_info is empty (list `labels` in its manifest)')
-        self._detections = node.create_lifecycle_publisher(
-            Detection2DArray, f'{namespace}detections', 10)
-        self._label_info = node.create_lifecycle_publisher(
-            LabelInfo, f'{namespace}label_info', LATCHED)
+        self._detections, self._label_info = node.endpoints.publishers([
+            (Detection2DArray, f'{namespace}detections', 10),
+            (LabelInfo, f'{namespace}label_info', LATCHED)])
         self._active = False
 
     @property
@@ -64,7 +63,7 @@ class DetectionOutputs:
     def destroy(self) -> None:
         """Destroy the publishers."""
         for pub in (self._detections, self._label_info):
-            self._node.destroy_lifecycle_publisher(pub)
+            self._node.endpoints.destroy(pub)
 
     def _send_label_info(self, params: DetectionParams) -> None:
         header = Header(stamp=self._node.get_clock().now().to_msg())

@@ -4,6 +4,8 @@ The node creates one outputs object per model from this map, as it creates runne
 backend map and tasks from the task map; it never names a task itself. An outputs class takes
 ``(node, model, namespace)`` and has ``topics``, ``wanted()``, ``activate(params)``,
 ``deactivate()``, ``params_changed(old, new)``, ``publish(result, header)`` and ``destroy()``.
+Its publishers and subscriptions are made through ``node.endpoints`` (:mod:`..endpoints`), so
+a remap that puts two of the node's endpoints on one topic is refused in one line.
 """
 
 from __future__ import annotations
