@@ -16,7 +16,6 @@ calibration (it needs a Q/DQ-quantised ONNX), which the runner refuses clearly.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .cache import CacheEntry, CacheError, EngineCache, file_sha256
+from .cache import CacheEntry, CacheError, EngineCache
 from ..platform import cuda
 from ..platform.cuda import GpuInfo
 from ..text import clip
@@ -62,14 +61,6 @@ def rect_profile(input_size: Sequence[int], stride: int = 32) -> Profile:
     """
     height, width = int(input_size[0]), int(input_size[1])
     return (1, 3, stride, stride), (1, 3, height, width), (1, 3, height, width)
-
-
-def calibration_fingerprint(files: Sequence[Path]) -> str:
-    """SHA-256 over the calibration images' names and contents (part of an int8 key)."""
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + b'\0' + file_sha256(path).encode() + b'\n')
-    return digest.hexdigest()
 
 
 def engine_cache_fields(onnx_sha256: str, precision: str, profile: Profile,
