@@ -22,6 +22,17 @@ class ModelLoadError(RuntimeError):
     """Weights that cannot be loaded (missing file, missing package, wrong format)."""
 
 
+def summary(exc: BaseException, limit: int = 160) -> str:
+    """``Type: first line`` of a library's exception (some span paragraphs or stack traces).
+
+    A first line that ends with a colon introduces the next one, which is kept too.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = ' '.join(lines[:2]) if len(lines) > 1 and lines[0].endswith(':') else \
+        (lines[0] if lines else '')
+    return f'{type(exc).__name__}: {clip(text, limit)}'
+
+
 def check_weights(path: Path) -> Path:
     """Raise a clear error when the weights file is absent (or not a regular file)."""
     try:

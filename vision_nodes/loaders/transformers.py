@@ -33,7 +33,7 @@ from ..limits import (MAX_MODEL_LAYERS, MAX_MODEL_METADATA_BYTES, MAX_MODEL_PARA
                       MAX_WEIGHTS_BYTES)
 from ..manifest import ModelManifest
 from ..text import clip, show
-from .common import ModelLoadError, force_offline
+from .common import ModelLoadError, force_offline, summary
 from .safetensors_header import read_tensor_shapes
 
 #: ``config.json`` ``model_type`` values this loader serves → the transformers class.
@@ -129,8 +129,8 @@ def _built_config(cls: Any, config: dict[str, Any], source: str) -> Any:
     try:
         return cls.config_class.from_dict(config)
     except Exception as exc:  # noqa: BLE001 - transformers validates with many types
-        raise ModelLoadError(f"'{source}' is not a valid {cls.config_class.__name__}: "
-                             f'{type(exc).__name__}: {clip(exc, 160)}') from None
+        raise ModelLoadError(f"'{source}' is not a valid {cls.config_class.__name__} "
+                             f'({summary(exc)})') from None
 
 
 def configured_parameters(cls: Any, config: Any, source: str) -> int:
@@ -147,7 +147,7 @@ def configured_parameters(cls: Any, config: Any, source: str) -> int:
         total = sum(math.prod(t.shape) for t in model.state_dict().values())
     except Exception as exc:  # noqa: BLE001 - absurd sizes fail in many ways
         raise ModelLoadError(f"'{source}' describes a model that cannot be built "
-                             f'({type(exc).__name__}: {clip(exc, 160)})') from None
+                             f'({summary(exc)})') from None
     if total > MAX_MODEL_PARAMETERS:
         raise ModelLoadError(f"'{source}' describes a model of {total} parameters; at most "
                              f'{MAX_MODEL_PARAMETERS} are accepted')
@@ -235,8 +235,8 @@ def load_transformers(manifest: ModelManifest, weights: Path,
     except ModelLoadError:
         raise
     except Exception as exc:  # noqa: BLE001 - transformers raises many types for bad folders
-        raise ModelLoadError(f"cannot load '{source}' with transformers: "
-                             f'{clip(str(exc))}') from None
+        raise ModelLoadError(f"cannot load '{source}' with transformers "
+                             f'({summary(exc, 200)})') from None
     finally:
         os.close(fd)
         if bars:
