@@ -60,6 +60,24 @@ def _load_model(case: dict[str, Any]) -> str:
     return 'loaded'
 
 
+def _imports(case: dict[str, Any]) -> str:
+    """Import libraries (a warm-up: what a first load costs is not the input's doing)."""
+    import importlib
+
+    for name in case['modules']:
+        importlib.import_module(name)
+    return 'imported'
+
+
+def _pipeline(case: dict[str, Any]) -> str:
+    from vision_nodes.manifest import parse_manifest
+    from vision_nodes.pipeline import build_pipeline
+
+    build_pipeline(parse_manifest(case['manifest']), case['backend'],
+                   cache_dir=case['cache']).close()
+    return 'built'
+
+
 def _calibrate(case: dict[str, Any]) -> dict[str, Any]:
     from vision_nodes.artifacts.calibration import calibration_image, calibration_set
 
@@ -78,7 +96,8 @@ def _hub_query(case: dict[str, Any]) -> str:
     return 'answered'
 
 
-KINDS = {'model': _load_model, 'calibration': _calibrate, 'hub_query': _hub_query}
+KINDS = {'model': _load_model, 'pipeline': _pipeline, 'calibration': _calibrate,
+         'hub_query': _hub_query, 'imports': _imports}
 
 
 def _run(case: dict[str, Any], attempts: list[str]) -> dict[str, Any]:

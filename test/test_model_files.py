@@ -73,6 +73,31 @@ def test_regular_files_are_read_whole_and_bounded(tmp_path: Path) -> None:
         read_regular(path, 7, 'thing', ValueError)  # the caller's error class
 
 
+# ----------------------------------------------------------------- weights files
+@pytest.mark.parametrize('kind', ['fifo', 'dev_zero', 'sparse'])
+@pytest.mark.parametrize('suffix,backend', [('.onnx', 'onnx'), ('.pt', 'cpu')])
+def test_weights_files_are_checked_before_any_runtime_reads_them(tmp_path: Path, kind: str,
+                                                                 suffix: str, backend: str):
+    """A weights file that is no regular file, or larger than MAX_WEIGHTS_BYTES, fails in one
+    line before ONNX Runtime (which opens it by name) or the checkpoint reader reads it."""
+    weights = tmp_path / f'model{suffix}'
+    SPECIAL_FILES[kind](weights)
+    manifest = {'name': 'hostile', 'task': 'detect', 'weights': str(weights),
+                'input_size': [64, 64], 'backends': [backend]}
+    [result] = run_cases([{'name': kind, 'kind': 'pipeline', 'manifest': manifest,
+                           'backend': backend, 'cache': str(tmp_path / 'cache')}], tmp_path,
+                         warmup={'kind': 'imports', 'modules': [
+                             'torch', 'onnxruntime', 'vision_nodes.pipeline',
+                             'vision_nodes.runners.onnx_runner',
+                             'vision_nodes.runners.torch_runner']})
+    assert result['error'] in ('ModelLoadError', 'RunnerError'), result
+    reason = {'fifo': 'must be a regular file; this is a FIFO',
+              'dev_zero': 'must be a regular file; this is a character device',
+              'sparse': f'weights file is {1 << 40} bytes; at most'}[kind]
+    assert reason in _one_line(result['message'])
+    assert result['rss_growth_mb'] < MAX_RSS_GROWTH_MB, result
+
+
 # ----------------------------------------------------------------- model folders
 def _manifest(weights: Path) -> dict:
     return {'name': 'da', 'task': 'depth', 'weights': str(weights),

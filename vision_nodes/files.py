@@ -59,6 +59,18 @@ def _call(path: Path, what: str, error: ErrorFactory, call: Callable) -> Any:
         raise error(f'{clip(path)}: cannot read {what}: {clip(reason)}') from None
 
 
+def check_regular(path: str | os.PathLike, max_bytes: int, what: str = 'file',
+                  error: ErrorFactory = FileRefused) -> int:
+    """Check, without opening it, that ``path`` is a regular file of at most ``max_bytes``.
+
+    For a file a library opens by its name; returns its size. Raises as :func:`open_regular`.
+    """
+    path = Path(path)
+    info = _call(path, what, error, os.stat)
+    _check(path, info, max_bytes, what, error)
+    return info.st_size
+
+
 def open_regular(path: str | os.PathLike, max_bytes: int, what: str = 'file',
                  error: ErrorFactory = FileRefused) -> tuple[int, int]:
     """Open a regular file of at most ``max_bytes`` for reading; return ``(fd, size)``.
@@ -68,7 +80,7 @@ def open_regular(path: str | os.PathLike, max_bytes: int, what: str = 'file',
     file and ``what`` it is. The caller closes the descriptor.
     """
     path = Path(path)
-    _check(path, _call(path, what, error, os.stat), max_bytes, what, error)
+    check_regular(path, max_bytes, what, error)
     fd = _call(path, what, error, lambda p: os.open(p, _FLAGS))
     try:
         info = os.fstat(fd)

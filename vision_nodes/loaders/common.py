@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..files import read_regular
+from ..files import check_regular, read_regular
 from ..limits import MAX_WEIGHTS_BYTES
 from ..text import clip
 
@@ -34,21 +34,26 @@ def summary(exc: BaseException, limit: int = 160) -> str:
 
 
 def check_weights(path: Path) -> Path:
-    """Raise a clear error when the weights file is absent (or not a regular file)."""
+    """Raise a clear error unless the weights file is a regular file of bounded size.
+
+    For weights a runtime opens by their name (ONNX Runtime); :func:`read_weights` for those
+    read here.
+    """
     try:
-        found = path.is_file()
+        found = os.path.exists(path)
     except (OSError, ValueError):  # a name too long for the file system, a NUL
         found = False
     if not found:
         raise ModelLoadError(
             f"weights file '{clip(path)}' not found (set the `model_dir` parameter or "
             'VISION_NODES_MODEL_DIR, or give an absolute `weights` path in the manifest)')
+    check_regular(path, MAX_WEIGHTS_BYTES, 'weights file', ModelLoadError)
     return path
 
 
 def read_weights(path: Path) -> bytes:
     """Return the bytes of a weights file: a regular file of at most ``MAX_WEIGHTS_BYTES``."""
-    check_weights(path)
+    check_weights(path)  # a missing file gets the message naming the settings
     return read_regular(path, MAX_WEIGHTS_BYTES, 'weights file', ModelLoadError)
 
 
