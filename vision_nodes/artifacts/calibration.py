@@ -9,7 +9,7 @@ A calibration folder (``calibration_dir``) is untrusted input like a camera: it 
 * each is read as camera frames are bounded: a regular file (:mod:`..files`) of at most
   ``MAX_IMAGE_BYTES``, JPEG or PNG, whose header (:func:`..decode.read_header`) shows at most
   ``MAX_IMAGE_PIXELS``, before anything is decoded. Files failing that are skipped and
-  counted, with one log line; a folder left with none is refused.
+  counted, with one warning line; a folder left with none is refused.
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def calibration_set(folder: str | Path, limit: int = MAX_CALIBRATION_IMAGES,
         raise CalibrationError(f"calibration_dir '{clip(path)}' holds no usable image: all "
                                f'{len(chosen)} were skipped (first: {clip(skipped[0], 300)})')
     if skipped and log is not None:
-        log(f"calibration_dir '{clip(path)}': skipped {len(skipped)} of {len(chosen)} image "
+        log(f"warning: calibration_dir '{clip(path)}': skipped {len(skipped)} of {len(chosen)} image "
             f'files, which are not used (first: {clip(skipped[0], 300)})')
     return CalibrationSet(path, tuple(images), digest.hexdigest(), len(skipped))
 
