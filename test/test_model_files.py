@@ -261,7 +261,8 @@ def test_calibration_images_beyond_the_frame_bounds_are_skipped(tmp_path: Path, 
     assert found.images == (folder / 'bus.jpg',) and found.skipped == 7
     assert len(lines) == 1, lines
     assert _one_line(lines[0]).startswith(
-        f"warning: calibration_dir '{folder}': skipped 7 of 8 image files, which are not used (first: ")
+        f"warning: calibration_dir '{folder}': skipped 7 of 8 image files, which are not "
+        'used (first: ')
     assert 'big_file.jpg: calibration image is 268435457 bytes; at most' in lines[0]
 
 

@@ -115,8 +115,8 @@ def calibration_set(folder: str | Path, limit: int = MAX_CALIBRATION_IMAGES,
         raise CalibrationError(f"calibration_dir '{clip(path)}' holds no usable image: all "
                                f'{len(chosen)} were skipped (first: {clip(skipped[0], 300)})')
     if skipped and log is not None:
-        log(f"warning: calibration_dir '{clip(path)}': skipped {len(skipped)} of {len(chosen)} image "
-            f'files, which are not used (first: {clip(skipped[0], 300)})')
+        log(f"warning: calibration_dir '{clip(path)}': skipped {len(skipped)} of "
+            f'{len(chosen)} image files, which are not used (first: {clip(skipped[0], 300)})')
     return CalibrationSet(path, tuple(images), digest.hexdigest(), len(skipped))
 
 
