@@ -27,11 +27,13 @@ pytest.importorskip('torch', reason='PyTorch is not installed (the reference)')
 import cv2  # noqa: E402
 
 from detection_match import assert_same_detections  # noqa: E402
+from hostile_files import png_header  # noqa: E402
 from vision_nodes.artifacts.cache import EngineCache, cache_key  # noqa: E402
+from vision_nodes.artifacts.calibration import CalibrationError, calibration_set  # noqa: E402
 from vision_nodes.artifacts.openvino_convert import (IR_BIN, IR_XML,  # noqa: E402
                                                      ir_cache_fields)
-from vision_nodes.artifacts.quantize import (CalibrationError, calibration_set,  # noqa: E402
-                                             calibration_tensor, float_tail, int8_cache_fields)
+from vision_nodes.artifacts.quantize import (calibration_tensor, float_tail,  # noqa: E402
+                                             int8_cache_fields)
 from vision_nodes.manifest import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.runners.base import RunnerError  # noqa: E402
@@ -355,10 +357,15 @@ def test_calibration_folder_errors(manifest, tmp_path):
     (tmp_path / 'notes.txt').write_text('not an image')
     with pytest.raises(CalibrationError, match='holds no images'):
         calibration_set(tmp_path)
-    broken = tmp_path / 'broken.jpg'
-    broken.write_bytes(b'\xff\xd8 not really a jpeg')
+    garbage = tmp_path / 'garbage.jpg'
+    garbage.write_bytes(b'\xff\xd8 not really a jpeg')
+    with pytest.raises(CalibrationError, match='holds no usable image: all 1 were skipped'):
+        calibration_set(tmp_path)
+    garbage.unlink()
+    broken = tmp_path / 'broken.png'
+    broken.write_bytes(png_header(64, 48) + b'no image data')  # a valid header, then garbage
     assert calibration_set(tmp_path).images == (broken,)
-    with pytest.raises(CalibrationError, match="'.*broken.jpg' cannot be read as an image"):
+    with pytest.raises(CalibrationError, match="'.*broken.png' cannot be decoded"):
         calibration_tensor(broken, manifest, rect=True)
 
 
@@ -404,18 +411,24 @@ def test_a_file_swapped_after_the_check_is_never_loaded(build, fp32, engine_cach
 
 def test_an_unreadable_calibration_image_fails_configure_naming_it(build, calibration_dir,
                                                                    tmp_path):
-    """A broken file among the calibration images: RunnerError naming it, nothing cached."""
+    """A file beyond the frame bounds is skipped (one log line); one that passes the checks
+    but cannot be decoded fails configure naming it, nothing cached."""
     folder = tmp_path / 'calib'
     shutil.copytree(calibration_dir, folder)
-    (folder / '000_broken.jpg').write_bytes(b'\xff\xd8 not a jpeg')
+    (folder / '000_huge.png').write_bytes(png_header(30000, 30000) + bytes(64))
+    (folder / '000_broken.png').write_bytes(png_header(64, 48) + b'no image data')
     cache = tmp_path / 'cache'
     _copy_entries(Path(build(precision='fp32').runner.model_path).parent.parent, cache,
                   'yolov8n-onnx-', 'yolov8n-openvino-')
     before = sorted(cache.iterdir())
-    with pytest.raises(RunnerError, match=r"calibration image '.*000_broken.jpg' cannot be "
-                                          r'read as an image; remove it'):
-        build(precision='int8', calibration_dir=str(folder), cache_dir=cache)
+    lines: list[str] = []
+    with pytest.raises(RunnerError, match=r"calibration image '.*000_broken.png' cannot be "
+                                          r'decoded: remove it'):
+        build(precision='int8', calibration_dir=str(folder), cache_dir=cache, log=lines.append)
     assert sorted(p for p in cache.iterdir() if not p.name.endswith('.lock')) == before
+    skipped = [line for line in lines if 'skipped' in line]
+    assert len(skipped) == 1 and 'skipped 1 of 10 image files' in skipped[0], lines
+    assert '000_huge.png: png image of 30000x30000 exceeds the decode limit' in skipped[0]
 
 
 def test_auto_falls_back_from_openvino_to_onnx(manifest, model_dir, engine_cache_dir,

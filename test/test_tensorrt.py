@@ -33,6 +33,7 @@ import numpy as np
 import pytest
 
 from fake_tensorrt import FAKE_ONLY, make_fake_cudart, make_fake_tensorrt
+from hostile_files import png_header
 from vision_nodes.artifacts import tensorrt_build
 from vision_nodes.artifacts.cache import EngineCache, file_sha256
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
@@ -401,10 +402,33 @@ def test_int8_without_calibration_images_is_refused(fake_trt, tiny_config, tmp_p
     with pytest.raises(RunnerError, match='holds no images'):
         create_runner(replace(config, precision='int8', calibration_dir=str(tmp_path)))
     assert fake_trt.built == []
-    (tmp_path / 'broken.jpg').write_bytes(b'not a jpeg')
-    with pytest.raises(RunnerError, match=r"'tensorrt': int8 calibration failed: calibration "
-                                          r"image '.*broken\.jpg' cannot be decoded"):
+    (tmp_path / 'garbage.jpg').write_bytes(b'not a jpeg')
+    with pytest.raises(RunnerError, match=r"holds no usable image: all 1 were skipped \(first: "
+                                          r".*garbage\.jpg: compressed image data is neither"):
         create_runner(replace(config, precision='int8', calibration_dir=str(tmp_path)))
+    (tmp_path / 'garbage.jpg').unlink()
+    (tmp_path / 'broken.png').write_bytes(png_header(64, 48) + b'no image data')
+    with pytest.raises(RunnerError, match=r"'tensorrt': int8 calibration failed: calibration "
+                                          r"image '.*broken\.png' cannot be decoded"):
+        create_runner(replace(config, precision='int8', calibration_dir=str(tmp_path)))
+
+
+def test_int8_calibration_images_are_bounded_like_frames(fake_trt, tiny_config, assets,
+                                                         tmp_path, log):
+    """The calibrator shares OpenVINO's listing: an image beyond the frame bounds is skipped
+    (one log line), never decoded; the others calibrate."""
+    images = tmp_path / 'calibration'
+    images.mkdir()
+    shutil.copy(assets / 'bus.jpg', images / 'bus.jpg')
+    (images / 'huge.png').write_bytes(png_header(30000, 30000) + b'\0' * 64)
+    runner = create_runner(replace(tiny_config, precision='int8', calibration_dir=str(images)))
+    try:
+        assert len(fake_trt.calibration_batches) == 1
+        skipped = [line for line in log if 'skipped' in line]
+        assert len(skipped) == 1 and 'skipped 1 of 2 image files' in skipped[0]
+        assert '30000x30000 exceeds the decode limit' in skipped[0]
+    finally:
+        runner.unload()
 
 
 def test_tensorrt_11_builds_fp16_from_the_converted_graph(monkeypatch, fake_gpu, config):

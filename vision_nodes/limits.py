@@ -1,9 +1,10 @@
 """Bounds on untrusted input, one place each: what the node accepts, and refuses beyond.
 
-Manifests, images and engine-cache entries come from files and messages that may be corrupt
-or hostile. Each bound is checked where that input enters (manifest load, image conversion,
-cache entry read), before the work it would make expensive, and a value beyond it is refused
-with a one-line error naming the bound. The README's "Security and limits" lists them.
+Manifests, images, model folders, calibration images and engine-cache entries come from files
+and messages that may be corrupt or hostile. Each bound is checked where that input enters
+(manifest load, image conversion, model or calibration file read, cache entry read), before
+the work it would make expensive, and a value beyond it is refused with a one-line error
+naming the bound. The README's "Security and limits" lists them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,21 @@ MAX_LABEL_CHARS = 128
 MAX_NAME_CHARS = 64
 #: Longest manifest ``weights`` path (characters).
 MAX_PATH_CHARS = 4096
+#: Model files (see :mod:`vision_nodes.files`: regular files only, opened non-blocking):
+#: largest weights file; largest metadata file beside it (a transformers ``config.json``,
+#: the JSON header of a ``.safetensors`` file, an OpenVINO IR's ``metadata.yaml``).
+MAX_WEIGHTS_BYTES = 8 << 30
+MAX_MODEL_METADATA_BYTES = 1 << 20
+#: Most parameters (tensor elements) a transformers model's ``config.json`` may describe, and
+#: most layers (``num_hidden_layers``) or items in one of its lists; checked on the config,
+#: before any part of the model is built.
+MAX_MODEL_PARAMETERS = 2_000_000_000
+MAX_MODEL_LAYERS = 256
+#: Calibration folders (int8): most files a folder may hold, most images used (spread
+#: evenly over the sorted names); each image is also bounded like a camera frame
+#: (``MAX_IMAGE_BYTES`` of file, ``MAX_IMAGE_PIXELS``), read from its header before decoding.
+MAX_CALIBRATION_FILES = 10_000
+MAX_CALIBRATION_IMAGES = 300
 #: Largest network input: each side of ``input_size``, and its area (pixels).
 MAX_INPUT_SIDE = 4096
 MAX_INPUT_PIXELS = 2048 * 2048

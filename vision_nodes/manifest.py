@@ -16,13 +16,13 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .files import read_regular
 from .limits import (MAX_DEPTH_METRES, MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE,
                      MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH,
                      MAX_MANIFEST_NODES, MAX_NAME_CHARS, MAX_PATH_CHARS,
@@ -453,34 +453,8 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
 
 
 def _read_manifest_bytes(path: Path) -> bytes:
-    """Read a manifest file, refusing anything but a regular file of bounded size.
-
-    The size is checked on the open file before reading (a FIFO, a device or a 10 GB file
-    never gets read), and the read itself is bounded in case the file grows meanwhile.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0))
-    except OSError as exc:
-        raise ManifestError(f'{clip(path)}: cannot read manifest: '
-                            f'{clip(exc.strerror or exc)}') from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ManifestError(f'{clip(path)}: a manifest must be a regular file')
-        if info.st_size > MAX_MANIFEST_BYTES:
-            raise ManifestError(f'{clip(path)}: the manifest is {info.st_size} bytes; at most '
-                                f'{MAX_MANIFEST_BYTES} are accepted')
-        with os.fdopen(os.dup(fd), 'rb') as fh:
-            data = fh.read(MAX_MANIFEST_BYTES + 1)
-    except OSError as exc:
-        raise ManifestError(f'{clip(path)}: cannot read manifest: '
-                            f'{clip(exc.strerror or exc)}') from exc
-    finally:
-        os.close(fd)
-    if len(data) > MAX_MANIFEST_BYTES:
-        raise ManifestError(f'{clip(path)}: the manifest grew past {MAX_MANIFEST_BYTES} bytes '
-                            'while being read')
-    return data
+    """Read a manifest file: a regular file of bounded size (see :mod:`.files`)."""
+    return read_regular(path, MAX_MANIFEST_BYTES, 'manifest', ManifestError)
 
 
 def _yaml_problem(exc: Exception) -> str:
@@ -521,6 +495,15 @@ def _check_yaml_shape(text: str) -> None:
             depth -= 1
 
 
+def safe_yaml(text: str) -> Any:
+    """Parse YAML from an untrusted file: the shape checks above, then the safe loader.
+
+    Raises ValueError for a refused shape, ``yaml.YAMLError`` for invalid YAML.
+    """
+    _check_yaml_shape(text)
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader (C or Python)
+
+
 def load_manifest(path: str | os.PathLike) -> ModelManifest:
     """Read and validate one manifest file."""
     path = Path(path)
@@ -531,8 +514,7 @@ def load_manifest(path: str | os.PathLike) -> ModelManifest:
         raise ManifestError(f'{clip(path)}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at '
                             f'offset {exc.start}): save the manifest as UTF-8') from None
     try:
-        _check_yaml_shape(text)
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader (C or Python)
+        data = safe_yaml(text)
     except ValueError as exc:  # our shape checks, and ints past Python's digit limit
         raise ManifestError(f'{clip(path)}: not accepted as a manifest: {clip(exc)}') from None
     except (yaml.YAMLError, RecursionError, TypeError) as exc:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from ..files import open_regular
 from ..limits import MAX_CACHE_FILE_BYTES, MAX_ENTRY_FILES, MAX_ENTRY_JSON_BYTES
 from ..text import clip, show
 
@@ -55,13 +56,15 @@ class CacheError(RuntimeError):
     """The cache folder cannot be used (not writable, not a folder, build failed)."""
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a regular file's content, read now (never memoised: edits may keep mtime)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _O_CLOEXEC)
+def file_sha256(path: str | os.PathLike, max_bytes: int = MAX_CACHE_FILE_BYTES) -> str:
+    """SHA-256 of a regular file's content, read now (never memoised: edits may keep mtime).
+
+    Raises OSError (:class:`~vision_nodes.files.FileRefused`) for anything but a regular file
+    of at most ``max_bytes``.
+    """
+    fd, _ = open_regular(path, max_bytes)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, 'not a regular file', str(path))
-        return _hash_fd(fd, None)[0]
+        return _hash_fd(fd, max_bytes)[0]
     finally:
         os.close(fd)
 

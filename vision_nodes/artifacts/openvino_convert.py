@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,8 +26,10 @@ import yaml
 
 from .cache import CacheEntry, EngineCache
 from .onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
-from ..loaders import ModelLoadError, check_weights
-from ..manifest import ModelManifest
+from ..loaders import ModelLoadError, check_weights, read_weights
+from ..files import read_regular
+from ..limits import MAX_MODEL_METADATA_BYTES
+from ..manifest import ModelManifest, safe_yaml
 from ..text import clip
 
 #: Bump whenever the IR would change for the same parent and OpenVINO version.
@@ -94,7 +97,7 @@ def ensure_openvino_ir(manifest: ModelManifest, weights: Path, cache: EngineCach
                        log: Log) -> CacheEntry:
     """Return the cached IR of the manifest's model (exporting to ONNX first if needed)."""
     if manifest.architecture == 'onnx':
-        onnx_bytes = check_weights(weights).read_bytes()
+        onnx_bytes = read_weights(weights)
         parent_kind = 'onnx-file'
     else:
         onnx_bytes = ensure_onnx(manifest, weights, cache, log=log).read_verified(ONNX_FILE)
@@ -145,13 +148,15 @@ def read_ir_source(weights: Path) -> IrSource:
 
 
 def _metadata_labels(path: Path) -> list[str] | None:
-    if not path.is_file():
+    """Class names from an Ultralytics ``metadata.yaml`` (bounded, like a manifest), if any."""
+    if not os.path.lexists(path):
         return None
+    raw = read_regular(path, MAX_MODEL_METADATA_BYTES, 'metadata.yaml', ModelLoadError)
     try:
-        names = (yaml.safe_load(path.read_text()) or {}).get('names')
-    except (OSError, yaml.YAMLError, AttributeError) as exc:
+        names = (safe_yaml(raw.decode('utf-8-sig')) or {}).get('names')
+    except (ValueError, yaml.YAMLError, AttributeError, RecursionError) as exc:
         raise ModelLoadError(f"cannot read class names from '{clip(str(path))}': "
-                             f'{clip(str(exc))}') from exc
+                             f'{clip(str(exc))}') from None
     if isinstance(names, dict):
         return [str(names[k]) for k in sorted(names)]
     if isinstance(names, list):

@@ -4,7 +4,8 @@ Activations are calibrated on a folder of images (``calibration_dir``), preproce
 frames are (the manifest's letterbox and normalisation, at the rect shape each image would
 run at when the model takes several shapes). The entry's key holds the parent IR's hash, the
 calibration set's content hash (every image's name and SHA-256), the preprocessing, the
-OpenVINO and NNCF versions and this quantizer's version.
+OpenVINO and NNCF versions and this quantizer's version. The images are listed, bounded and
+read by :mod:`.calibration`, as TensorRT's are.
 
 What stays in floating point: the model's output tail, i.e. the operations after its last
 learned convolution (for YOLO: the box decoding, the DFL softmax and its fixed convolution,
@@ -15,19 +16,19 @@ would move boxes by pixels; they cost little time.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.metadata
 import io
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from .cache import CacheEntry, EngineCache
+from .calibration import CalibrationError, CalibrationSet, calibration_image
 from .openvino_convert import IR_BIN, IR_XML, openvino_version
 from ..manifest import ModelManifest
 from ..tasks.preprocess import prepare, rect_shape
@@ -35,51 +36,10 @@ from ..text import clip
 
 #: Bump whenever the quantized IR would change for the same inputs.
 QUANTIZER_VERSION = 1
-#: Image files read from a calibration folder.
-IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.webp', '.tif', '.tiff')
-#: At most this many images are used (evenly spread over the sorted folder).
-MAX_CALIBRATION_IMAGES = 300
 #: Below this many images the log warns that int8 accuracy may suffer.
 FEW_CALIBRATION_IMAGES = 32
 
 Log = Callable[[str], None]
-
-
-class CalibrationError(ValueError):
-    """A calibration folder that cannot be used; the message names it and the fix."""
-
-
-@dataclass(frozen=True)
-class CalibrationSet:
-    """The images of a calibration folder and their content hash."""
-
-    folder: Path
-    images: tuple[Path, ...]
-    #: SHA-256 over every image's name and content: the cache key's view of the set.
-    sha256: str
-
-
-def calibration_set(folder: str | Path, limit: int = MAX_CALIBRATION_IMAGES) -> CalibrationSet:
-    """List and hash the calibration images in ``folder`` (sorted by name, at most ``limit``)."""
-    path = Path(folder).expanduser()
-    if not str(folder).strip():
-        raise CalibrationError('int8 needs calibration images: set `calibration_dir` (node '
-                               'parameter or manifest field) to a folder of typical frames')
-    if not path.is_dir():
-        raise CalibrationError(f"calibration_dir '{clip(str(path))}' is not a folder")
-    images = sorted(p for p in path.iterdir()
-                    if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
-    if not images:
-        raise CalibrationError(f"calibration_dir '{clip(str(path))}' holds no images "
-                               f"({', '.join(IMAGE_SUFFIXES)})")
-    if len(images) > limit:
-        step = len(images) / limit
-        images = [images[int(i * step)] for i in range(limit)]
-    digest = hashlib.sha256()
-    for image in images:
-        digest.update(image.name.encode() + b'\0')
-        digest.update(hashlib.sha256(image.read_bytes()).digest())
-    return CalibrationSet(path, tuple(images), digest.hexdigest())
 
 
 def nncf_version() -> str | None:
@@ -110,12 +70,7 @@ def int8_cache_fields(parent_sha256: str, calibration: CalibrationSet,
 
 def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.ndarray:
     """One calibration image as the network input a frame like it gets (rect shape if ``rect``)."""
-    import cv2
-
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-    if image is None:
-        raise CalibrationError(f"calibration image '{clip(str(path))}' cannot be read as an "
-                               'image; remove it from calibration_dir')
+    image = calibration_image(path)
     shape = rect_shape(image.shape[:2], manifest.input_size) if rect else manifest.input_size
     return prepare(image, 'bgr8', shape, manifest.preprocessing)[0]
 

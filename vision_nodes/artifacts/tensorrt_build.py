@@ -86,14 +86,6 @@ def rect_profile(input_size: Sequence[int], stride: int = 32) -> Profile:
     return (1, 3, stride, stride), (1, 3, height, width), (1, 3, height, width)
 
 
-def calibration_fingerprint(files: Sequence[Path]) -> str:
-    """SHA-256 over the calibration images' names and contents (part of an int8 key)."""
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + b'\0' + file_sha256(path).encode() + b'\n')
-    return digest.hexdigest()
-
-
 def engine_cache_fields(onnx_sha256: str, precision: str, profile: Profile,
                         tensorrt_version: str, gpu: GpuInfo, *, strongly_typed: bool,
                         calibration: str | None = None, workspace: int = 0,

@@ -17,10 +17,8 @@ empty and given state but refuse to be called; the loaded objects get their real
 from __future__ import annotations
 
 import io
-import os
 import pickle
 import re
-import stat
 import threading
 import types
 import warnings
@@ -28,7 +26,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
 from ..text import clip
-from .common import ModelLoadError, check_weights
+from .common import ModelLoadError, read_weights
 
 #: ``safe_globals`` changes one process-wide set: loads take turns so that one load's exit
 #: never removes the entries another is still using.
@@ -128,15 +126,7 @@ def _refusal(path: Path, name: str) -> ModelLoadError:
 
 def _read(path: Path) -> bytes:
     """Read the file once: its globals are checked in the very bytes that are then loaded."""
-    check_weights(path)
-    try:
-        with open(path, 'rb') as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise ModelLoadError(f"weights '{clip(path)}' is not a regular file")
-            return fh.read()
-    except OSError as exc:
-        raise ModelLoadError(f"weights '{clip(path)}' cannot be read: "
-                             f'{clip(exc.strerror or exc)}') from None
+    return read_weights(path)
 
 
 def load_checkpoint(path: Path, allowed: Allowlist) -> Any:

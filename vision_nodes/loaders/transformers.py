@@ -1,30 +1,105 @@
 """Hugging Face ``transformers`` weights (a ``save_pretrained`` folder) → a PyTorch module.
 
 Only Depth Anything (``DepthAnythingForDepthEstimation``, V1 and V2, relative and metric) is
-served. Loading never touches the network or the Hub cache: ``local_files_only`` and a local
-folder path; only ``model.safetensors`` weights are read (no pickled ``.bin``, no remote
-code). The model's configuration must agree with the manifest's ``depth`` block, so a metric model
-is never published as relative or the other way round.
+served. The folder is untrusted input, read in this order, each step before the next costs
+anything:
+
+* ``config.json``: a regular file of bounded size (:mod:`..files`), a JSON object of a served
+  ``model_type``, naming nothing to fetch (a backbone by name, pretrained backbone weights,
+  timm, remote code: refused, never looked up), with at most ``MAX_MODEL_LAYERS`` layers.
+* ``model.safetensors``: a regular file of bounded size whose header lists its tensors.
+* The model the config describes is built on PyTorch's ``meta`` device (shapes, no memory):
+  at most ``MAX_MODEL_PARAMETERS`` parameters, exactly as many as the file holds.
+
+Only then does transformers load the weights, from the very file that was checked (through
+its open descriptor), with the configuration built here: it never reads the folder itself,
+never the network (``local_files_only``, and :func:`.common.force_offline` for the process),
+never pickled ``.bin`` weights or remote code. The model's configuration must agree with the
+manifest's ``depth`` block, so a metric model is never published as relative or the other
+way round.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from ..files import fd_path, open_regular, read_regular
+from ..limits import (MAX_MODEL_LAYERS, MAX_MODEL_METADATA_BYTES, MAX_MODEL_PARAMETERS,
+                      MAX_WEIGHTS_BYTES)
 from ..manifest import ModelManifest, depth_range_problem
-from ..text import clip
-from .common import ModelLoadError
+from ..text import clip, show
+from .common import ModelLoadError, force_offline, summary
+from .safetensors_header import read_tensor_shapes
 
 #: ``config.json`` ``model_type`` values this loader serves → the transformers class.
 MODEL_TYPES = {'depth_anything': 'DepthAnythingForDepthEstimation'}
+#: ``backbone_config`` ``model_type`` values served (Depth Anything V1 and V2: DINOv2).
+BACKBONE_TYPES = ('dinov2',)
 CONFIG_FILE = 'config.json'
 WEIGHTS_FILE = 'model.safetensors'
+#: ``config.json`` keys that, set, make transformers fetch something: a backbone config or
+#: weights by name (from the Hub or timm), or code (``auto_map``).
+FETCHING_KEYS = ('backbone', 'use_pretrained_backbone', 'use_timm_backbone', 'auto_map')
+
+
+def _folder_error(message: str) -> ModelLoadError:
+    return ModelLoadError(f'{message} (a save_pretrained folder holds config.json and '
+                          'model.safetensors as regular files)')
+
+
+def _values(config: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Every ``(key, value)`` in a parsed JSON document, at any depth (list items: key '')."""
+    todo: list[tuple[str, Any]] = [('', config)]
+    while todo:
+        key, value = todo.pop()
+        yield key, value
+        if isinstance(value, dict):
+            todo.extend((str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            todo.extend(('', v) for v in value)
+
+
+def check_config(config: dict[str, Any], source: str) -> None:
+    """Refuse a config that would fetch something, or that is too large to build.
+
+    Nothing here is looked up: a config naming a backbone to fetch is refused, whether or not
+    the machine is online. Layer counts and list lengths are bounded because building even
+    an empty model takes time and memory for each layer.
+    """
+    model_type = config.get('model_type')
+    if model_type not in MODEL_TYPES:
+        raise ModelLoadError(f"'{source}': model_type {show(model_type)} is not served "
+                             f"(served: {', '.join(MODEL_TYPES)})")
+    backbone = config.get('backbone_config')
+    if backbone is not None and not (isinstance(backbone, dict)
+                                     and backbone.get('model_type') in BACKBONE_TYPES):
+        kind = backbone.get('model_type') if isinstance(backbone, dict) else backbone
+        raise ModelLoadError(f"'{source}': backbone_config model_type {show(kind)} is not "
+                             f"served (served: {', '.join(BACKBONE_TYPES)})")
+    for scope in (config, backbone or {}):
+        key = next((k for k in FETCHING_KEYS if scope.get(k)), None)
+        if key is not None:
+            raise ModelLoadError(
+                f"'{source}': `{key}` is {show(scope[key])}, which transformers would fetch "
+                'from the network; this node never downloads: save the complete model with '
+                'save_pretrained on a connected machine (its config.json then holds the '
+                'backbone_config) and copy that folder')
+    for key, value in _values(config):
+        if isinstance(value, list) and len(value) > MAX_MODEL_LAYERS:
+            raise ModelLoadError(f"'{source}': `{key or 'a nested list'}` has {len(value)} "
+                                 f'items; at most {MAX_MODEL_LAYERS} are accepted')
+        if key == 'num_hidden_layers' and type(value) is int and value > MAX_MODEL_LAYERS:
+            raise ModelLoadError(f"'{source}': `num_hidden_layers` is {value}; at most "
+                                 f'{MAX_MODEL_LAYERS} layers are accepted')
 
 
 def check_pretrained_folder(folder: Path) -> dict[str, Any]:
-    """Return the folder's parsed ``config.json``, or raise ModelLoadError saying what is wrong."""
+    """Return the folder's parsed and checked ``config.json`` (see :func:`check_config`)."""
     if not folder.is_dir():
         hint = (' (a transformers model is the folder save_pretrained wrote, not a file)'
                 if folder.is_file() else '')
@@ -33,27 +108,76 @@ def check_pretrained_folder(folder: Path) -> dict[str, Any]:
             'parameter or VISION_NODES_MODEL_DIR, or give an absolute `weights` path in the '
             'manifest')
     config_path = folder / CONFIG_FILE
+    raw = read_regular(config_path, MAX_MODEL_METADATA_BYTES, CONFIG_FILE, _folder_error)
     try:
-        config = json.loads(config_path.read_text())
-    except OSError as exc:
-        raise ModelLoadError(f"'{clip(str(config_path))}' cannot be read "
-                             f'({exc.strerror or exc}): the folder save_pretrained wrote has '
-                             'a config.json') from exc
-    except ValueError as exc:
+        config = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
         raise ModelLoadError(f"'{clip(str(config_path))}' is not valid JSON: "
-                             f'{clip(str(exc))}') from exc
+                             f'{clip(exc, 120)}') from None
     if not isinstance(config, dict):
         raise ModelLoadError(f"'{clip(str(config_path))}' must hold a JSON object")
-    model_type = config.get('model_type')
-    if model_type not in MODEL_TYPES:
-        raise ModelLoadError(
-            f"'{clip(str(config_path))}': model_type {clip(repr(model_type))} is not served "
-            f"(served: {', '.join(MODEL_TYPES)})")
-    if not (folder / WEIGHTS_FILE).is_file():
+    check_config(config, clip(str(config_path)))
+    if not os.path.lexists(folder / WEIGHTS_FILE):
         raise ModelLoadError(
             f"'{clip(str(folder))}' has no {WEIGHTS_FILE}: save the model with "
             'save_pretrained(..., safe_serialization=True) (pickled .bin weights are not read)')
     return config
+
+
+def _built_config(cls: Any, config: dict[str, Any], source: str) -> Any:
+    """Build the transformers configuration object of a checked ``config.json``."""
+    try:
+        return cls.config_class.from_dict(config)
+    except Exception as exc:  # noqa: BLE001 - transformers validates with many types
+        raise ModelLoadError(f"'{source}' is not a valid {cls.config_class.__name__} "
+                             f'({summary(exc)})') from None
+
+
+def configured_parameters(cls: Any, config: Any, source: str) -> int:
+    """How many parameters (tensor elements) the model of ``config`` has, built on ``meta``.
+
+    The meta device records shapes without allocating memory, so a config describing a huge
+    model costs nothing here; it is refused beyond ``MAX_MODEL_PARAMETERS``.
+    """
+    import torch
+
+    try:
+        with torch.device('meta'):
+            model = cls(config)
+        total = sum(math.prod(t.shape) for t in model.state_dict().values())
+    except Exception as exc:  # noqa: BLE001 - absurd sizes fail in many ways
+        raise ModelLoadError(f"'{source}' describes a model that cannot be built "
+                             f'({summary(exc)})') from None
+    if total > MAX_MODEL_PARAMETERS:
+        raise ModelLoadError(f"'{source}' describes a model of {total} parameters; at most "
+                             f'{MAX_MODEL_PARAMETERS} are accepted')
+    return total
+
+
+def check_parameters(configured: int, shapes: dict[str, tuple[int, ...]], folder: str) -> None:
+    """Refuse weights that do not hold as many parameters as the configured model.
+
+    Counts, not names, are compared: transformers renames (and may split or join) tensors
+    between the names a file was saved with and the model's own.
+    """
+    stored = sum(math.prod(shape) for shape in shapes.values())
+    if stored != configured:
+        raise ModelLoadError(
+            f"'{folder}': {WEIGHTS_FILE} holds {stored} parameters but {CONFIG_FILE} "
+            f'describes a model of {configured}: both files must come from the same '
+            'save_pretrained')
+
+
+def _from_checked_file(cls: Any, config: Any, fd: int, weights: Path) -> Any:
+    """Load the weights from the open, checked file ``fd``, with ``config``.
+
+    transformers is given a private folder holding only a link to that very file: it reads
+    nothing else of the user's folder, and a file swapped in meanwhile is never read.
+    """
+    with tempfile.TemporaryDirectory(prefix='vision_nodes_hf_') as tmp:
+        os.symlink(fd_path(fd, weights), Path(tmp) / WEIGHTS_FILE)
+        return cls.from_pretrained(tmp, config=config, local_files_only=True,
+                                   use_safetensors=True)
 
 
 def check_depth_config(manifest: ModelManifest, config: dict[str, Any], source: str) -> None:
@@ -93,7 +217,9 @@ def load_transformers(manifest: ModelManifest, weights: Path,
 
     The module takes the (N, 3, H, W) normalised image and returns (N, 1, H, W) depth.
     """
+    source = clip(str(weights))
     config = check_pretrained_folder(weights)
+    force_offline()
     try:
         import transformers
     except ImportError as exc:
@@ -101,18 +227,28 @@ def load_transformers(manifest: ModelManifest, weights: Path,
                              "(pip install 'vision_nodes[torch]'), or export the model "
                              'to .onnx and give the manifest that file') from exc
     cls = getattr(transformers, MODEL_TYPES[config['model_type']])
+    built = _built_config(cls, config, clip(str(weights / CONFIG_FILE)))
+    check_depth_config(manifest, built.to_dict(), source)
+    configured = configured_parameters(cls, built, clip(str(weights / CONFIG_FILE)))
+    fd, size = open_regular(weights / WEIGHTS_FILE, MAX_WEIGHTS_BYTES, WEIGHTS_FILE,
+                            _folder_error)
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # one log line, not a progress bar
     try:
-        model = cls.from_pretrained(str(weights), local_files_only=True, use_safetensors=True)
+        check_parameters(configured, read_tensor_shapes(fd, size, weights / WEIGHTS_FILE),
+                         source)
+        model = _from_checked_file(cls, built, fd, weights)
+    except ModelLoadError:
+        raise
     except Exception as exc:  # noqa: BLE001 - transformers raises many types for bad folders
-        raise ModelLoadError(f"cannot load '{clip(str(weights))}' with transformers: "
-                             f'{clip(str(exc))}') from exc
+        raise ModelLoadError(f"cannot load '{source}' with transformers "
+                             f'({summary(exc, 200)})') from None
     finally:
+        os.close(fd)
         if bars:
             transformers.utils.logging.enable_progress_bar()
     # What transformers built is what runs: check its config, not the raw JSON.
-    check_depth_config(manifest, model.config.to_dict(), clip(str(weights)))
+    check_depth_config(manifest, model.config.to_dict(), source)
     model = model.float().eval()
     for param in model.parameters():
         param.requires_grad_(False)

@@ -17,13 +17,12 @@ from ..limits import MAX_LABEL_CHARS, MAX_LABELS
 from ..manifest import ModelManifest
 from ..text import clip
 from .checkpoint import Allowlist, load_checkpoint
-from .common import ModelLoadError, check_weights
+from .common import ModelLoadError, check_weights, force_offline
 
 
 def _quiet_offline_ultralytics(cache_dir: Path | None) -> None:
-    """Keep ultralytics off the network and out of $HOME unless the user says otherwise."""
-    os.environ.setdefault('YOLO_OFFLINE', '1')
-    os.environ.setdefault('YOLO_AUTOINSTALL', 'False')
+    """Keep ultralytics off the network always, quiet and out of $HOME by default."""
+    force_offline()
     os.environ.setdefault('YOLO_VERBOSE', 'False')
     if cache_dir is not None:
         os.environ.setdefault('YOLO_CONFIG_DIR', str(cache_dir / 'ultralytics'))

@@ -21,7 +21,7 @@ from ..artifacts.onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
 from ..artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
 from ..artifacts.tensorrt_build import rect_profile, static_profile
 from ..limits import MAX_MANIFEST_BYTES
-from ..loaders import check_weights
+from ..loaders import check_weights, read_weights
 from ..platform.cpu import cpu_info
 from ..platform.devices import DEVICE_KINDS
 from ..text import clip
@@ -150,7 +150,7 @@ class OnnxRunner(Runner):
         """Hash of the model as loaded (the bytes checked, or the user's file read once)."""
         if not self._model_sha256:
             data = self._model if isinstance(self._model, bytes) else \
-                self.model_path.read_bytes()
+                read_weights(self.model_path)
             self._model_sha256 = hashlib.sha256(data).hexdigest()
         return self._model_sha256
 
@@ -205,7 +205,7 @@ class OnnxRunner(Runner):
         model: Any = self._model
         if needs_fp16_graph(provider, cfg.precision):
             try:
-                source = model if isinstance(model, bytes) else self.model_path.read_bytes()
+                source = model if isinstance(model, bytes) else read_weights(self.model_path)
                 fp16 = ensure_fp16_onnx(cfg.manifest.name, source, cfg.cache, cfg.log)
                 model = fp16.read_verified(FP16_ONNX_FILE)
             except (CacheError, OSError) as exc:

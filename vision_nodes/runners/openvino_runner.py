@@ -20,7 +20,9 @@ import numpy as np
 
 from ..artifacts.openvino_convert import (IR_BIN, IR_XML, ensure_openvino_ir,
                                           labels_from_rt_info, read_ir_source)
-from ..artifacts.quantize import CalibrationError, calibration_set, ensure_int8_ir
+from ..artifacts.calibration import CalibrationError, calibration_set
+from ..artifacts.quantize import ensure_int8_ir
+from ..loaders import read_weights
 from ..platform.cpu import cpu_info
 from ..platform.devices import DeviceError, OpenVinoDevice, openvino_device
 from ..text import clip
@@ -194,7 +196,7 @@ class OpenVinoRunner(Runner):
             source = read_ir_source(cfg.weights)
             self.labels = source.labels
             self.artifact, self.model_path, self.cache_hit = 'weights', source.xml, None
-            xml, weights = source.xml.read_bytes(), source.bin.read_bytes()
+            xml, weights = read_weights(source.xml), read_weights(source.bin)
         else:
             entry = ensure_openvino_ir(cfg.manifest, cfg.weights, cfg.cache, cfg.log)
             self.artifact, self.model_path, self.cache_hit = 'ir', entry.file(IR_XML), entry.hit
@@ -219,7 +221,7 @@ class OpenVinoRunner(Runner):
         cfg = self.config
         rect = self.dynamic_shapes and cfg.manifest.rect and cfg.manifest.preprocessing.letterbox
         try:
-            calibration = calibration_set(cfg.calibration_dir)
+            calibration = calibration_set(cfg.calibration_dir, log=cfg.log)
             entry = ensure_int8_ir(cfg.manifest, self._parent_sha256, lambda: model,
                                    calibration, rect, cfg.cache, cfg.log)
         except CalibrationError as exc:

@@ -32,13 +32,14 @@ import numpy as np
 from ..artifacts.cache import CacheError
 from ..artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from ..artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
-from ..artifacts.tensorrt_build import (EngineBuildError, build_engine,
-                                        calibration_fingerprint, engine_cache_fields,
+from ..artifacts.calibration import (CalibrationError, CalibrationSet, calibration_image,
+                                     calibration_set)
+from ..artifacts.tensorrt_build import (EngineBuildError, build_engine, engine_cache_fields,
                                         engine_file_name, ensure_engine, external_data_sha256,
                                         log_route, rect_profile, static_profile,
                                         tensorrt_logger, timing_cache_path, weakly_typed,
                                         workspace_bytes)
-from ..loaders import check_weights
+from ..loaders import read_weights
 from ..platform import cuda
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
@@ -46,10 +47,6 @@ from .onnx_runner import labels_from_metadata
 
 #: Oldest TensorRT major version whose Python API this runner uses.
 MIN_TENSORRT_MAJOR = 10
-#: Image files the int8 calibrator reads from ``calibration_dir``.
-CALIBRATION_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp')
-#: At most this many calibration images are used (sorted by name).
-MAX_CALIBRATION_IMAGES = 500
 #: GPU facts: cuda-python first, so a TensorRT process does not import PyTorch for them.
 _FACTS = ('cuda-python', 'torch')
 
@@ -176,40 +173,30 @@ class TensorRTRunner(Runner):
         """
         cfg = self.config
         if cfg.manifest.architecture == 'onnx':
-            path = check_weights(cfg.weights)
-            return path.read_bytes(), path
+            return read_weights(cfg.weights), cfg.weights
         entry = ensure_onnx(cfg.manifest, cfg.weights, cfg.cache, 'fp32')
         return entry.read_verified(ONNX_FILE), entry.file(ONNX_FILE)
 
-    def _calibration_files(self) -> list[Path]:
+    def _calibration(self) -> CalibrationSet:
+        """List the calibration images, checked and bounded as OpenVINO's are."""
         cfg = self.config
         folder = cfg.calibration_dir or getattr(cfg.manifest, 'calibration_dir', '') or ''
         if not folder:
             raise self._fail("precision 'int8' needs calibration images: set the "
                              '`calibration_dir` parameter to a folder of typical camera images '
                              '(a few hundred), or use fp16')
-        path = Path(str(folder)).expanduser()
-        if not path.is_dir():
-            raise self._fail(f"calibration_dir '{clip(path)}' is not a folder")
-        files = sorted(p for p in path.iterdir()
-                       if p.suffix.lower() in CALIBRATION_SUFFIXES and p.is_file())
-        if not files:
-            raise self._fail(f"calibration_dir '{clip(path)}' holds no images "
-                             f"({', '.join(CALIBRATION_SUFFIXES)})")
-        return files[:MAX_CALIBRATION_IMAGES]
+        try:
+            return calibration_set(folder, log=cfg.log)
+        except CalibrationError as exc:
+            raise self._fail(str(exc)) from None
 
-    def _calibration_tensors(self, files: list[Path], shape: tuple[int, int]):
+    def _calibration_tensors(self, files: tuple[Path, ...], shape: tuple[int, int]):
         """Yield each calibration image preprocessed exactly as the model's task does it."""
-        import cv2
-
         from ..tasks.registry import create_task  # the task owns preprocessing
 
         task = create_task(self.config.manifest)
         for path in files:
-            image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-            if image is None:
-                raise ValueError(f"calibration image '{clip(path)}' cannot be decoded")
-            tensor, _ = task.preprocess(image, 'bgr8', shape)
+            tensor, _ = task.preprocess(calibration_image(path), 'bgr8', shape)
             yield tensor
 
     def _load(self) -> None:
@@ -270,31 +257,30 @@ class TensorRTRunner(Runner):
         rect = manifest.rect and manifest.preprocessing.letterbox
         profile = rect_profile(manifest.input_size, manifest.stride) if rect else \
             static_profile(manifest.input_size)
-        files: list[Path] = []
-        if cfg.precision == 'int8':
-            files = self._calibration_files()
+        calibration = self._calibration() if cfg.precision == 'int8' else None
         assert self.gpu is not None
         workspace = workspace_bytes(self.gpu)
         fields = engine_cache_fields(
             hashlib.sha256(onnx_bytes).hexdigest(), cfg.precision, profile,
             str(trt.__version__), self.gpu, strongly_typed=not weak,
-            calibration=calibration_fingerprint(files) if files else None,
+            calibration=calibration.sha256 if calibration else None,
             workspace=workspace, external_data=external)
 
         def build():
             cfg.log(f"building a TensorRT {trt.__version__} {cfg.precision} engine for "
                     f"'{clip(manifest.name)}' on {clip(self.gpu.name)} (sm {self.gpu.sm}): "
                     'this takes minutes; it is cached for the next start')
-            calibration = None
-            if files:
+            tensors = None
+            if calibration:
                 shape = (int(profile[1][2]), int(profile[1][3]))
-                calibration = (self._calibration_tensors(files, shape), len(files))
+                tensors = (self._calibration_tensors(calibration.images, shape),
+                           len(calibration.images))
             engine, facts = build_engine(
                 trt, onnx_bytes, cfg.precision, manifest.input_size, profile,
-                strongly_typed=not weak, log=cfg.log, calibration=calibration, rt=self._rt,
+                strongly_typed=not weak, log=cfg.log, calibration=tensors, rt=self._rt,
                 onnx_path=onnx_path, workspace=workspace,
                 timing_cache=timing_cache_path(cfg.cache, str(trt.__version__), self.gpu))
-            facts['labels'] = onnx_labels(source)
+            facts['labels'] = onnx_labels(source)  # the fp32 model's metadata
             cfg.log(f"TensorRT engine for '{clip(manifest.name)}' built in "
                     f"{facts['build_seconds']} s")
             return engine, facts

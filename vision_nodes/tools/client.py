@@ -318,9 +318,15 @@ class VisionNodeClient:
         return self.node.create_publisher(msg_type, topic, qos)
 
     def close(self) -> None:
-        """Stop spinning and destroy the client node."""
-        self._executor.shutdown(timeout_sec=2.0)
-        self.node.destroy_node()
+        """Stop spinning and destroy the client node, once the spin thread has left it.
+
+        Destroying a node that the spin thread is still waiting on crashes the process
+        (seen on a busy machine, where the thread took longer than the shutdown's wait).
+        """
+        self._executor.shutdown(timeout_sec=30.0)
+        self._thread.join(30.0)
+        if not self._thread.is_alive():
+            self.node.destroy_node()
 
 
 def publish_until_answered(publisher, msg, answers: MessageQueue, timeout: float = 60.0,
