@@ -57,7 +57,8 @@ CASES = {
     'params_not_yaml': (_file('broken.yaml', 'a: [1, 2\n'), ['--params-file', '{file}'],
                         '--params-file {file}', 'not valid YAML'),
     'params_missing': (lambda folder: str(folder / 'missing.yaml'),
-                       ['--params-file', '{file}'], '--params-file {file}', 'cannot open it'),
+                       ['--params-file', '{file}'], '--params-file {file}',
+                       'cannot read the parameters file'),
     'params_not_text': (lambda folder: _bytes(folder / 'latin1.yaml', b'a: "\xff"\n'),
                         ['--params-file', '{file}'], '--params-file {file}', 'not text'),
     'params_not_ros': (_file('plain.yaml', 'just: a mapping\n'), ['--params-file', '{file}'],
@@ -68,9 +69,9 @@ CASES = {
     'params_dev_zero': (None, ['--params-file', '/dev/zero'], '--params-file /dev/zero',
                         'a character device'),
     'params_directory': (lambda folder: str(folder), ['--params-file', '{file}'],
-                         '--params-file {file}', 'a directory'),
+                         '--params-file {file}', 'a folder'),
     'params_too_large': (_too_large, ['--params-file', '{file}'], '--params-file {file}',
-                         'too large'),
+                         f'at most {MAX_PARAMS_FILE_BYTES} are accepted'),
     'remap_to_slash': (None, ['-r', 'image:=/'], '-r image:=/', 'forward slash'),
     'remap_with_space': (None, ['-r', 'image:=bad name'], '-r image:=bad name',
                          'must not contain characters'),
@@ -175,6 +176,6 @@ def test_image_publisher_refuses_the_same_way(tmp_path):
 
 def test_launch_checks_the_parameters_file_the_same_way(tmp_path):
     """The launch files refuse a parameters file the node would refuse, before starting it."""
-    with pytest.raises(RuntimeError, match=r"params_file '.*params\.fifo': not a regular "
-                                           r'file \(a FIFO\)'):
+    with pytest.raises(RuntimeError, match=r"params_file '.*params\.fifo': the parameters file "
+                                           r'must be a regular file; this is a FIFO'):
         node_parameters('yolov8n', _fifo(tmp_path), {name: '' for name in OVERRIDABLE})

@@ -24,9 +24,9 @@ import ctypes
 import functools
 import os
 import re
-import stat
 import sys
 import tempfile
+from pathlib import Path
 from typing import Callable, Iterator, Sequence, TypeVar
 
 import rclpy
@@ -37,6 +37,7 @@ from rclpy.validate_namespace import validate_namespace
 from rclpy.validate_node_name import validate_node_name
 from rclpy.validate_topic_name import validate_topic_name
 
+from ..files import read_regular
 from ..limits import MAX_PARAMS_FILE_BYTES
 from ..manifest import _Loader, _yaml_problem
 from ..text import clip, show
@@ -158,36 +159,16 @@ def check_params_file(path: str) -> None:
 
 
 def _read_params_file(path: str) -> bytes:
-    """Read a parameters file that is a regular file of bounded size (else StartupError)."""
+    """Read a parameters file through the package's one bounded reader (else StartupError)."""
     argument = f'--params-file {path}'
     rule = f'give the path of a YAML file of at most {MAX_PARAMS_FILE_BYTES} bytes'
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_CLOEXEC', 0))
-    except OSError as exc:
-        raise StartupError(argument, f'cannot open it: {clip(exc.strerror or exc)}', rule)
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise StartupError(argument, f'not a regular file ({_file_kind(info.st_mode)})',
-                               rule)
-        if info.st_size > MAX_PARAMS_FILE_BYTES:
-            raise StartupError(argument, f'the file is {info.st_size} bytes, too large', rule)
-        with os.fdopen(os.dup(fd), 'rb') as fh:
-            data = fh.read(MAX_PARAMS_FILE_BYTES + 1)
-    except OSError as exc:
-        raise StartupError(argument, f'cannot read it: {clip(exc.strerror or exc)}', rule)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_PARAMS_FILE_BYTES:
-        raise StartupError(argument, 'the file grew too large while being read', rule)
-    return data
+    prefix = f'{clip(Path(path))}: '
 
+    def refused(text: str) -> StartupError:  # the line names the argument, not the path again
+        return StartupError(argument, text[len(prefix):] if text.startswith(prefix) else text,
+                            rule)
 
-def _file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, 'a directory'), (stat.S_ISFIFO, 'a FIFO'),
-             (stat.S_ISCHR, 'a character device'), (stat.S_ISBLK, 'a block device'),
-             (stat.S_ISSOCK, 'a socket'))
-    return next((name for test, name in kinds if test(mode)), 'not a file')
+    return read_regular(path, MAX_PARAMS_FILE_BYTES, 'the parameters file', refused)
 
 
 def _init(args: Sequence[str] | None, argv: list[str]) -> None:
