@@ -106,3 +106,14 @@ def test_missing_parameters_file_is_an_error_naming_it(tmp_path):
     missing = str(tmp_path / 'nope.yaml')
     with pytest.raises(RuntimeError, match='nope.yaml'):
         node_parameters('yolov8n', missing, NO_ARGUMENTS)
+
+
+def test_launch_arguments_describe_the_parameters_they_set():
+    """One source: an argument's description and choices are its node parameter's spec."""
+    from vision_nodes.ros.launch_description import _from_spec
+    from vision_nodes.ros.params import SPECS
+
+    for name in OVERRIDABLE:
+        kwargs = _from_spec(name, 'the default')
+        assert kwargs['description'].startswith(SPECS[name].description), name
+        assert kwargs.get('choices', [''])[1:] == [c for c in SPECS[name].choices if c], name

@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from ..runners.registry import BACKEND_CHOICES
 from ..text import show
+from .params import SPECS
 from .startup import StartupError, check_params_file
 
 PACKAGE = 'vision_nodes'
@@ -63,6 +63,16 @@ def package_share_file(relative: str, launch_file: str | os.PathLike) -> str:
     return str(Path(launch_file).resolve().parent.parent / relative)
 
 
+def _from_spec(name: str, fallback: str, extra: str = '') -> dict[str, Any]:
+    """An argument's description and choices, from the node parameter it sets (one source)."""
+    spec = SPECS[name]
+    kwargs: dict[str, Any] = {'default_value': '', 'description': (
+        f"{spec.description}{extra} Empty: the parameters file's value, else {fallback}.")}
+    if spec.choices:
+        kwargs['choices'] = ['', *(c for c in spec.choices if c)]
+    return kwargs
+
+
 def declare_arguments(*, default_model: str, default_params_file: str, task: str,
                       outputs: tuple[Output, ...],
                       default_models: list[str] | None = None) -> list:
@@ -74,43 +84,19 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
     if not default_params_file:
         params_help += ' Empty: none (the node\'s defaults).'
     args = [
-        DeclareLaunchArgument(
-            'backend', default_value='', choices=['', *BACKEND_CHOICES],
-            description='Inference backend: cpu/cuda/rocm run PyTorch, onnx runs ONNX Runtime, '
-                        'openvino and tensorrt their runtimes, auto picks the fastest one that '
-                        'every model supports and that loads here. The model manifest lists '
-                        'the backends it supports. Empty: the parameters file\'s value, else '
-                        f'{DEFAULT_BACKEND}.'),
-        DeclareLaunchArgument(
-            'model', default_value='',
-            description=f'Model manifest for the {task} task: a name under '
-                        'share/vision_nodes/config/models or a path to a manifest YAML file. '
-                        f'Empty: the parameters file\'s value, else {default_model}.'
-                        + (' Ignored while models is set.' if default_models else '')),
-        DeclareLaunchArgument(
-            'models', default_value='',
-            description='Several models in one node: manifest names or paths, `a,b` or '
-                        '`[a, b]`; their outputs are namespaced by model name '
-                        '(<name>/detections, <name>/depth...). Empty: the parameters '
-                        'file\'s value, else '
-                        + (', '.join(default_models) if default_models else 'none (model)')
-                        + '.'),
-        DeclareLaunchArgument(
-            'image_transport', default_value='', choices=['', 'raw', 'compressed'],
-            description='raw: subscribe sensor_msgs/Image on image_topic; compressed: '
-                        'sensor_msgs/CompressedImage on <image_topic>/compressed. Empty: the '
-                        'parameters file\'s value, else raw.'),
-        DeclareLaunchArgument(
-            'model_dir', default_value='',
-            description='Folder holding the weights. Empty: keep the parameters file\'s value '
-                        '(default: $VISION_NODES_MODEL_DIR, else the manifest\'s folder).'),
+        DeclareLaunchArgument('backend', **_from_spec('backend', DEFAULT_BACKEND)),
+        DeclareLaunchArgument('model', **_from_spec(
+            'model', default_model, f' This launch file runs the {task} task.')),
+        DeclareLaunchArgument('models', **_from_spec(
+            'models', ', '.join(default_models) if default_models else 'none (model)',
+            ' Written `a,b` or `[a, b]`.')),
+        DeclareLaunchArgument('image_transport', **_from_spec(
+            'image_transport', SPECS['image_transport'].default)),
+        DeclareLaunchArgument('model_dir', **_from_spec('model_dir', "the node's default")),
         DeclareLaunchArgument(
             'params_file', default_value=default_params_file, description=params_help),
-        DeclareLaunchArgument(
-            'engine_cache_dir', default_value='',
-            description='Folder for exported models/engines. Empty: keep the parameters '
-                        'file\'s value (default: $VISION_NODES_CACHE_DIR, else '
-                        '~/.cache/vision_nodes/engines).'),
+        DeclareLaunchArgument('engine_cache_dir', **_from_spec(
+            'engine_cache_dir', "the node's default")),
         DeclareLaunchArgument(
             'image_topic', default_value='image',
             description='Input sensor_msgs/Image topic (the node\'s `image` subscription is '
