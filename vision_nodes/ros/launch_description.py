@@ -64,7 +64,7 @@ def package_share_file(relative: str, launch_file: str | os.PathLike) -> str:
 
 
 def _from_spec(name: str, fallback: str, extra: str = '') -> dict[str, Any]:
-    """An argument's description and choices, from the node parameter it sets (one source)."""
+    """Return an argument's description and choices, from the node parameter it sets."""
     spec = SPECS[name]
     kwargs: dict[str, Any] = {'default_value': '', 'description': (
         f"{spec.description}{extra} Empty: the parameters file's value, else {fallback}.")}

@@ -104,7 +104,7 @@ def _cell(text: str) -> str:
 
 
 def parameters_block() -> str:
-    """The parameter table: name, default, range or choices, when it applies, meaning."""
+    """Return the parameter table: name, default, range or choices, when it applies, meaning."""
     from ..ros.params import REPORTS
 
     lines = ['| name | default | range / choices | applies | meaning |', '|---|---|---|---|---|']
@@ -118,7 +118,7 @@ def parameters_block() -> str:
 
 
 def backends_block() -> str:
-    """The backend table: runtime, precisions, the weights it runs, its place in ``auto``."""
+    """Return the backend table: runtime, precisions, weights it runs, place in ``auto``."""
     lines = ['| backend | runtime | precisions | architectures it runs | `auto` order | runner |',
              '|---|---|---|---|---|---|']
     for row in backend_facts():
@@ -129,7 +129,7 @@ def backends_block() -> str:
 
 
 def providers_block() -> str:
-    """The ONNX Runtime execution provider table (``execution_provider`` values)."""
+    """Return the ONNX Runtime execution provider table (``execution_provider`` values)."""
     lines = ['| `execution_provider` | ONNX Runtime provider | `auto` order | `device` | '
              '`precision: fp16` |', '|---|---|---|---|---|']
     for value, full, rank, gpu_index, fp16 in provider_facts():
