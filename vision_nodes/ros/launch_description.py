@@ -146,10 +146,12 @@ def node_parameters(default_model: str, params_file: str, arguments: dict[str, s
     the non-empty ``arguments`` (launch arguments named as in :data:`OVERRIDABLE`), so a file
     that sets model or backend is not overridden by a default the user never typed.
 
-    The overrides are given to the node as ``-p`` rules (:func:`override_arguments`), which
-    rcl applies after every parameters file, so nothing is written to disk. A launch default
+    The overrides are given to the node as ``-p`` rules (:func:`override_arguments`) after
+    the file, so nothing is written to disk; rcl lets the later value win. A launch default
     therefore goes into the overrides only where the file does not set that parameter for
-    ``node`` (its full name; empty: for any node the file names).
+    ``node`` (its full name; empty: for any node the file names). One case stays with the
+    file: a value under the node's own name in a file whose ``/**`` section comes first
+    (rcl applies ``/**`` values first, then the node's own).
     """
     overrides: dict[str, Any] = {'model': default_model, 'backend': DEFAULT_BACKEND}
     if default_models:
@@ -225,20 +227,20 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str
 
     name, namespace = arg('node_name'), arg('namespace')
     full_name = '/' + '/'.join(p for p in (namespace.strip('/'), name) if p)
-    # Files as --params-file, the overrides as -p rules: launch_ros would write a dict to a
-    # temporary file that is never removed.
-    entries = node_parameters(default_model, arg('params_file'), arguments, default_models,
-                              node=full_name)
-    files = [entry for entry in entries if isinstance(entry, str)]
-    rules = [rule for entry in entries if isinstance(entry, dict)
-             for rule in override_arguments(entry)]
+    # The file, then the overrides as -p rules, in this order on the command line (rcl lets
+    # a later value win); launch_ros would write a dict to a temporary file never removed.
+    parameters: list[str] = []
+    for entry in node_parameters(default_model, arg('params_file'), arguments, default_models,
+                                 node=full_name):
+        parameters += override_arguments(entry) if isinstance(entry, dict) else \
+            ['--params-file', entry]
     remappings = [('image', arg('image_topic'))]
     remappings += [(o.name, arg(f'{o.name}_topic')) for o in outputs]
 
     node = LifecycleNode(
         package=PACKAGE, executable=EXECUTABLE, name=name, namespace=namespace,
-        parameters=files, remappings=remappings, output='screen',
-        ros_arguments=['--log-level', arg('log_level'), *rules])
+        remappings=remappings, output='screen',
+        ros_arguments=['--log-level', arg('log_level'), *parameters])
 
     def change_state(transition_id: int) -> EmitEvent:
         return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
