@@ -16,7 +16,8 @@ TENSORRT_TOOLS = ['onnx>=1.15', 'onnxconverter-common>=1.14']
 # GPU stacks by CUDA major version: each pins builds of one CUDA major (a CUDA 13 build does
 # not load on a CUDA 12 driver, nor on JetPack 6). PyPI's onnxruntime-gpu is built for CUDA 12
 # up to 1.26 and for CUDA 13 from 1.27. Install one stack, in place of `onnx` (only one
-# onnxruntime package may be installed); README "Installing for NVIDIA GPUs" has the recipes.
+# onnxruntime package may be installed); docs/backends.md, "Installing for NVIDIA GPUs", has
+# the recipes.
 CUDA12 = ['tensorrt-cu12>=10.3,<12', 'cuda-python>=12.3,<13', 'onnxruntime-gpu>=1.19,<1.27']
 CUDA13 = ['tensorrt-cu13>=10.13.2,<12', 'cuda-python>=13,<14', 'onnxruntime-gpu>=1.27']
 extras = {

@@ -7,7 +7,7 @@ Subscribes to ``image_topic`` (sensor_msgs/Image) and publishes vision_msgs/Dete
 on ``detections_topic`` and vision_msgs/LabelInfo (transient local) on ``label_info``.
 Parameters come from ``params_file`` (default: share/vision_nodes/config/detect.yaml); the
 model/backend/model_dir/engine_cache_dir launch arguments override it when given, and the
-launch defaults (model yolov8n, backend onnx) apply only where neither sets a value. With
+launch defaults (model yolov8n, backend auto) apply only where neither sets a value. With
 ``autostart:=true`` the launch configures the node when its process starts and activates it
 once configured; a failed configure is logged and leaves the node up, unconfigured.
 """

@@ -9,7 +9,7 @@ best one both support here, with ``backend:=auto``). Their outputs and live para
 namespaced by model name: ``yolov8n/detections``, ``yolov8n/label_info``,
 ``depth_anything_v2_small/depth/relative`` (or ``<name>/depth`` for a metric model),
 ``<name>/depth/colored``; ``ros2 param set /vision_node yolov8n.confidence_threshold 0.5``.
-Lower latency and memory than two nodes (README, Performance).
+Lower latency and memory than two nodes (docs/benchmarks.md).
 """
 
 from vision_nodes.ros.launch_description import vision_launch_description

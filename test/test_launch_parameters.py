@@ -1,11 +1,11 @@
 """Which value wins when a launch file, a parameters file and launch arguments all set one.
 
 :func:`vision_nodes.ros.launch_description.node_parameters` builds the node's
-``parameters`` entries; launch_ros turns each into one ``--params-file`` argument, in order,
-a dict as a file keyed by the node's full name. These tests need neither ``launch`` nor
-``launch_ros``: they hand the entries to a real ``VisionNode`` the same way and read back the
-values rclpy gives it, for a parameters file keyed ``/**`` (as config/detect.yaml) and one
-keyed by the node's name.
+parameters: the user's file (one ``--params-file``) and a dict of overrides, which the launch
+passes as ``-p`` rules (:func:`~vision_nodes.ros.launch_description.override_arguments`), so no
+file is written. These tests need neither ``launch`` nor ``launch_ros``: they hand the entries
+to a real ``VisionNode`` the same way and read back the values rclpy gives it, for a
+parameters file keyed ``/**`` (as config/detect.yaml) and one keyed by the node's name.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 import rclpy
 import yaml
 
-from vision_nodes.ros.launch_description import DEFAULT_BACKEND, OVERRIDABLE, node_parameters
+from vision_nodes.ros.launch_description import (DEFAULT_BACKEND, OVERRIDABLE, node_parameters,
+                                                 override_arguments)
 from vision_nodes.ros.node import VisionNode
 
 NO_ARGUMENTS = {name: '' for name in OVERRIDABLE}
@@ -26,13 +27,8 @@ NODE = 'launch_parameters_probe'
 def _effective(entries: list, tmp_path: Path) -> dict[str, object]:
     """Start a VisionNode with ``entries`` as launch_ros passes them; return its parameters."""
     args = ['--ros-args']
-    for i, entry in enumerate(entries):
-        if isinstance(entry, dict):
-            path = tmp_path / f'launch_params_{i}.yaml'
-            # What launch_ros writes for a dict when the node's name is given.
-            path.write_text(yaml.safe_dump({f'/{NODE}': {'ros__parameters': entry}}))
-            entry = str(path)
-        args += ['--params-file', entry]
+    for entry in entries:  # as the launch passes them: files, then -p rules
+        args += override_arguments(entry) if isinstance(entry, dict) else ['--params-file', entry]
     context = rclpy.Context()
     rclpy.init(args=args, context=context)
     try:
@@ -64,6 +60,31 @@ def test_launch_defaults_apply_without_file_or_arguments(tmp_path):
     assert values['backend'] == DEFAULT_BACKEND
 
 
+def test_no_parameters_file_is_written(tmp_path, params_file):
+    """The only file the node is given is the user's: defaults and arguments are -p rules."""
+    arguments = dict(NO_ARGUMENTS, models='[a, b]', model_dir='/x')
+    entries = node_parameters('depth_model', params_file, arguments, ['c'], node=f'/{NODE}')
+    assert [e for e in entries if not isinstance(e, dict)] == [params_file]
+    assert entries[-1] == {'model': 'depth_model', 'models': ['a', 'b'], 'model_dir': '/x'}
+
+
+def test_file_for_another_node_leaves_the_launch_defaults(tmp_path):
+    path = tmp_path / 'other.yaml'
+    path.write_text(yaml.safe_dump({'/other_node': {'ros__parameters': {'backend': 'cpu'}}}))
+    values = _effective(node_parameters('depth_model', str(path), NO_ARGUMENTS,
+                                        node=f'/{NODE}'), tmp_path)
+    assert values['backend'] == DEFAULT_BACKEND and values['model'] == 'depth_model'
+
+
+def test_string_arguments_stay_strings(tmp_path):
+    """A value YAML would read as a number or boolean reaches the node as the string given."""
+    assert override_arguments({'model_dir': '1', 'model': 'true', 'models': ['a']}) == [
+        '-p', 'model_dir:="1"', '-p', 'model:="true"', '-p', 'models:=["a"]']
+    values = _effective(node_parameters('yolov8n', '', dict(NO_ARGUMENTS, model_dir='1')),
+                        tmp_path)
+    assert values['model_dir'] == '1'
+
+
 def test_parameters_file_beats_launch_defaults(tmp_path, params_file):
     values = _effective(node_parameters('yolov8n', params_file, NO_ARGUMENTS), tmp_path)
     assert values['backend'] == 'cpu'  # not the launch file's 'onnx'
@@ -85,3 +106,14 @@ def test_missing_parameters_file_is_an_error_naming_it(tmp_path):
     missing = str(tmp_path / 'nope.yaml')
     with pytest.raises(RuntimeError, match='nope.yaml'):
         node_parameters('yolov8n', missing, NO_ARGUMENTS)
+
+
+def test_launch_arguments_describe_the_parameters_they_set():
+    """One source: an argument's description and choices are its node parameter's spec."""
+    from vision_nodes.ros.launch_description import _from_spec
+    from vision_nodes.ros.params import SPECS
+
+    for name in OVERRIDABLE:
+        kwargs = _from_spec(name, 'the default')
+        assert kwargs['description'].startswith(SPECS[name].description), name
+        assert kwargs.get('choices', [''])[1:] == [c for c in SPECS[name].choices if c], name

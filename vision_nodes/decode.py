@@ -53,7 +53,7 @@ MAX_SIDE = 16384
 #: buffer is allocated.
 MAX_PIXELS = MAX_IMAGE_PIXELS
 
-#: JPEG decoders this module can use, fastest first (see the README for measurements).
+#: JPEG decoders this module can use, fastest first (measurements: docs/field-io.md).
 JPEG_DECODERS = ('simplejpeg', 'opencv')
 
 _CODEC_NAMES = {'jpeg': 'jpeg', 'jpg': 'jpeg', 'png': 'png'}

@@ -4,7 +4,7 @@ Manifests, images, model folders, calibration images and engine-cache entries co
 and messages that may be corrupt or hostile. Each bound is checked where that input enters
 (manifest load, image conversion, model or calibration file read, cache entry read), before
 the work it would make expensive, and a value beyond it is refused with a one-line error
-naming the bound. The README's "Security and limits" lists them.
+naming the bound. docs/security.md lists them.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ deques of event times that are pruned when read.
 
 :func:`assess` turns a :class:`StatsSnapshot` and the limits the user set
 (:class:`HealthLimits`) into a level and a one-line reason: the rules are listed in the
-README's Diagnostics section.
+Diagnostics section of docs/field-io.md.
 """
 
 from __future__ import annotations

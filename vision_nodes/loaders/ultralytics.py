@@ -102,8 +102,8 @@ def checkpoint_allowlist() -> Allowlist:
     (``ultralytics.nn.tasks.DetectionModel`` …), its layers (``torch.nn`` and
     ``ultralytics.nn.modules`` classes), a layer's forward method fetched by ``getattr``, and
     training leftovers: loss and assigner objects, argument namespaces, NumPy scalars and
-    dtypes, paths. Old checkpoints use a few names that have moved since; they map to today's
-    classes, as Ultralytics itself maps them.
+    dtypes, paths. Older checkpoints name a few classes by other module paths; they map to the
+    current classes, as Ultralytics itself maps them.
     """
     if _ALLOWLIST:
         return _ALLOWLIST[0]

@@ -5,9 +5,8 @@ a fresh ``mmap`` and gives the heap's top back to the OS once more than twice th
 is free. A 1080p frame passes through several frame-sized buffers that are alive at once and
 freed together (the serialised message, the message, the resized image, the input tensor,
 the network outputs), so every frame gives its buffers back and page-faults them in
-again (four 2.6 MB buffers: ~2,500 faults per frame, see test_allocator). A 2.6 MB image
-sent to another process over shared memory and answered took ~7 ms that way and ~2.5 ms with
-the settings below: the saving is larger than the node's whole pre- and post-processing.
+again (thousands of page faults per frame, see test_allocator); with the settings below a
+frame's buffers are reused instead (the saving is in docs/benchmarks.md).
 
 :func:`keep_freed_buffers` fixes both thresholds high, so freed frame buffers stay in the
 heap and are reused; :func:`release_freed_memory` gives the free heap back to the OS

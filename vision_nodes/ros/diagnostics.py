@@ -2,7 +2,7 @@
 
 The node publishes it on ``/diagnostics`` about once a second: one ``DiagnosticStatus`` named
 after the node, whose level and message come from :func:`vision_nodes.stats.assess` and whose
-key/values (every one listed in the README's Diagnostics section) say what runs where, how
+key/values (every one listed in docs/field-io.md, Diagnostics) say what runs where, how
 fast, and how much memory it holds. Nothing here computes statistics: it formats them.
 """
 

@@ -72,7 +72,7 @@ class TransitionExecutor(SingleThreadedExecutor):
     A background callback gets a fresh daemon thread that ends with it. Fresh, because a
     runtime's thread pool belongs to the thread that first used it: PyTorch's OpenMP team
     created while a model loads (and warms up) in a thread that lives on would stay beside
-    the inference thread's own team, which measured ~40 % slower inference on two cores. A
+    the inference thread's own team and slow inference down (docs/benchmarks.md). A
     daemon, so a process asked to exit while a transition is still running (a long export) is
     not kept alive by it; the engine cache publishes entries atomically, so an interrupted build
     leaves nothing half-written behind. The callback group still runs one callback at a time.

@@ -7,23 +7,23 @@ defaults (model, parameters file) and output topics, so they call
 This module needs the ROS 2 ``launch`` and ``launch_ros`` packages; they are imported inside
 the functions so that importing ``vision_nodes`` never requires them. Only APIs that exist in
 Humble are used (DeclareLaunchArgument choices, LifecycleNode, OnProcessStart,
-OnStateTransition, ChangeState, ParameterValue, Node ``ros_arguments``, EventHandler
+OnStateTransition, ChangeState, Node ``ros_arguments``, EventHandler
 ``handle_once``), so the launch files work on Humble, Jazzy and Kilted.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ..runners.registry import BACKEND_CHOICES
 from ..text import show
+from .params import SPECS
 from .startup import StartupError, check_params_file
 
 PACKAGE = 'vision_nodes'
@@ -63,6 +63,16 @@ def package_share_file(relative: str, launch_file: str | os.PathLike) -> str:
     return str(Path(launch_file).resolve().parent.parent / relative)
 
 
+def _from_spec(name: str, fallback: str, extra: str = '') -> dict[str, Any]:
+    """Return an argument's description and choices, from the node parameter it sets."""
+    spec = SPECS[name]
+    kwargs: dict[str, Any] = {'default_value': '', 'description': (
+        f"{spec.description}{extra} Empty: the parameters file's value, else {fallback}.")}
+    if spec.choices:
+        kwargs['choices'] = ['', *(c for c in spec.choices if c)]
+    return kwargs
+
+
 def declare_arguments(*, default_model: str, default_params_file: str, task: str,
                       outputs: tuple[Output, ...],
                       default_models: list[str] | None = None) -> list:
@@ -74,43 +84,19 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
     if not default_params_file:
         params_help += ' Empty: none (the node\'s defaults).'
     args = [
-        DeclareLaunchArgument(
-            'backend', default_value='', choices=['', *BACKEND_CHOICES],
-            description='Inference backend: cpu/cuda/rocm run PyTorch, onnx runs ONNX Runtime, '
-                        'openvino and tensorrt their runtimes, auto picks the fastest one that '
-                        'every model supports and that loads here. The model manifest lists '
-                        'the backends it supports. Empty: the parameters file\'s value, else '
-                        f'{DEFAULT_BACKEND}.'),
-        DeclareLaunchArgument(
-            'model', default_value='',
-            description=f'Model manifest for the {task} task: a name under '
-                        'share/vision_nodes/config/models or a path to a manifest YAML file. '
-                        f'Empty: the parameters file\'s value, else {default_model}.'
-                        + (' Ignored while models is set.' if default_models else '')),
-        DeclareLaunchArgument(
-            'models', default_value='',
-            description='Several models in one node: manifest names or paths, `a,b` or '
-                        '`[a, b]`; their outputs are namespaced by model name '
-                        '(<name>/detections, <name>/depth...). Empty: the parameters '
-                        'file\'s value, else '
-                        + (', '.join(default_models) if default_models else 'none (model)')
-                        + '.'),
-        DeclareLaunchArgument(
-            'image_transport', default_value='', choices=['', 'raw', 'compressed'],
-            description='raw: subscribe sensor_msgs/Image on image_topic; compressed: '
-                        'sensor_msgs/CompressedImage on <image_topic>/compressed. Empty: the '
-                        'parameters file\'s value, else raw.'),
-        DeclareLaunchArgument(
-            'model_dir', default_value='',
-            description='Folder holding the weights. Empty: keep the parameters file\'s value '
-                        '(default: $VISION_NODES_MODEL_DIR, else the manifest\'s folder).'),
+        DeclareLaunchArgument('backend', **_from_spec('backend', DEFAULT_BACKEND)),
+        DeclareLaunchArgument('model', **_from_spec(
+            'model', default_model, f' This launch file runs the {task} task.')),
+        DeclareLaunchArgument('models', **_from_spec(
+            'models', ', '.join(default_models) if default_models else 'none (model)',
+            ' Written `a,b` or `[a, b]`.')),
+        DeclareLaunchArgument('image_transport', **_from_spec(
+            'image_transport', SPECS['image_transport'].default)),
+        DeclareLaunchArgument('model_dir', **_from_spec('model_dir', "the node's default")),
         DeclareLaunchArgument(
             'params_file', default_value=default_params_file, description=params_help),
-        DeclareLaunchArgument(
-            'engine_cache_dir', default_value='',
-            description='Folder for exported models/engines. Empty: keep the parameters '
-                        'file\'s value (default: $VISION_NODES_CACHE_DIR, else '
-                        '~/.cache/vision_nodes/engines).'),
+        DeclareLaunchArgument('engine_cache_dir', **_from_spec(
+            'engine_cache_dir', "the node's default")),
         DeclareLaunchArgument(
             'image_topic', default_value='image',
             description='Input sensor_msgs/Image topic (the node\'s `image` subscription is '
@@ -151,24 +137,26 @@ def model_list(text: str) -> list[str]:
 
 
 def node_parameters(default_model: str, params_file: str, arguments: dict[str, str],
-                    default_models: list[str] | None = None) -> list[dict[str, Any] | str]:
-    """Return the node's ``parameters`` entries (files and dicts), lowest priority first.
+                    default_models: list[str] | None = None,
+                    node: str = '') -> list[dict[str, Any] | str]:
+    """Return the node's parameters: ``params_file`` (if any), then a dict of overrides.
 
-    The entries are: the launch file's defaults (``default_model``, ``default_models`` when
-    the launch file runs several, :data:`DEFAULT_BACKEND`), then ``params_file`` (if any),
-    then the non-empty ``arguments`` (launch arguments named as in :data:`OVERRIDABLE`), so
-    a file that sets model or backend is not overridden by a default the user never typed.
+    Priority, lowest first: the launch file's defaults (``default_model``, ``default_models``
+    when the launch file runs several, :data:`DEFAULT_BACKEND`), then ``params_file``, then
+    the non-empty ``arguments`` (launch arguments named as in :data:`OVERRIDABLE`), so a file
+    that sets model or backend is not overridden by a default the user never typed.
 
-    launch_ros passes each entry as a ``--params-file``, a dict as a temporary file keyed by
-    the node's full name. rcl merges the files per key (a later file wins within a key) but
-    applies the keys in the order it first met them. Were the defaults a dict, the node-name
-    key would come first and a ``/**`` parameters file would beat the arguments too; so the
-    defaults are written here as a ``/**`` file.
+    The overrides are given to the node as ``-p`` rules (:func:`override_arguments`) after
+    the file, so nothing is written to disk; rcl lets the later value win. A launch default
+    therefore goes into the overrides only where the file does not set that parameter for
+    ``node`` (its full name; empty: for any node the file names). One case stays with the
+    file: a value under the node's own name in a file whose ``/**`` section comes first
+    (rcl applies ``/**`` values first, then the node's own).
     """
-    defaults: dict[str, Any] = {'model': default_model, 'backend': DEFAULT_BACKEND}
+    overrides: dict[str, Any] = {'model': default_model, 'backend': DEFAULT_BACKEND}
     if default_models:
-        defaults['models'] = list(default_models)
-    entries: list[dict[str, Any] | str] = [_wildcard_params_file(defaults)]
+        overrides['models'] = list(default_models)
+    entries: list[dict[str, Any] | str] = []
     if params_file:
         try:
             check_params_file(params_file)  # the node's own check, before it is started
@@ -176,20 +164,47 @@ def node_parameters(default_model: str, params_file: str, arguments: dict[str, s
             raise RuntimeError(f'params_file {show(params_file)}: {exc.problem}; {exc.rule}'
                                ) from None
         entries.append(params_file)
+        for name in _names_set_in(params_file, node):
+            overrides.pop(name, None)
     given: dict[str, Any] = {name: value for name, value in arguments.items() if value}
     if 'models' in given:
         given['models'] = model_list(given['models'])
-    if given:
-        entries.append(given)
+    overrides.update(given)
+    if overrides:
+        entries.append(overrides)
     return entries
 
 
-def _wildcard_params_file(values: dict[str, str]) -> str:
-    """Write ``values`` as a ``/**`` ROS 2 parameters file (kept, like launch_ros's own)."""
-    with tempfile.NamedTemporaryFile('w', prefix='vision_nodes_launch_defaults_',
-                                     suffix='.yaml', delete=False) as f:
-        yaml.safe_dump({'/**': {'ros__parameters': values}}, f)
-    return f.name
+def _names_set_in(params_file: str, node: str) -> set[str]:
+    """Parameter names ``params_file`` sets under a key that may apply to ``node``.
+
+    A key applies when it is a wildcard (``/**``, ``/ns/*``...), names ``node`` (with or
+    without its leading slash) or, without a namespace, the node's base name; with ``node``
+    empty every key applies. Only the top two levels are read.
+    """
+    with open(params_file, 'rb') as f:  # already bounded and parsed by check_params_file
+        data = yaml.safe_load(f) or {}
+    names: set[str] = set()
+    for key, body in data.items() if isinstance(data, dict) else ():
+        key = str(key)
+        applies = not node or '*' in key or key.strip('/') == node.strip('/') or \
+            ('/' not in key.strip('/') and key.strip('/') == node.rsplit('/', 1)[-1])
+        values = body.get('ros__parameters') if isinstance(body, dict) else None
+        if applies and isinstance(values, dict):
+            names.update(str(name) for name in values)
+    return names
+
+
+def override_arguments(overrides: dict[str, Any]) -> list[str]:
+    """``-p name:=value`` rules for rcl, each value a JSON string or list of strings.
+
+    JSON is YAML that rcl reads back with the type it had here: a string stays a string
+    (``'1'``, ``'true'``), a list a string array.
+    """
+    rules: list[str] = []
+    for name, value in overrides.items():
+        rules += ['-p', f'{name}:={json.dumps(value)}']
+    return rules
 
 
 def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str,
@@ -202,32 +217,30 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str
     from launch_ros.actions import LifecycleNode
     from launch_ros.event_handlers import OnStateTransition
     from launch_ros.events.lifecycle import ChangeState
-    from launch_ros.parameter_descriptions import ParameterValue
     from lifecycle_msgs.msg import Transition
-    from typing import List
 
     def arg(name: str) -> str:
         return LaunchConfiguration(name).perform(context).strip()
 
-    # ParameterValue(value_type=...) keeps launch_ros from YAML-typing the strings.
     arguments = {name: arg(name) for name in OVERRIDABLE}
-    parameters = [
-        {k: ParameterValue(v, value_type=List[str] if isinstance(v, list) else str)
-         for k, v in entry.items()}
-        if isinstance(entry, dict) else entry
-        for entry in node_parameters(default_model, arg('params_file'), arguments,
-                                     default_models)]
     given = ', '.join(f"{k} '{arguments[k]}'" for k in ('model', 'backend') if arguments[k])
 
     name, namespace = arg('node_name'), arg('namespace')
     full_name = '/' + '/'.join(p for p in (namespace.strip('/'), name) if p)
+    # The file, then the overrides as -p rules, in this order on the command line (rcl lets
+    # a later value win); launch_ros would write a dict to a temporary file never removed.
+    parameters: list[str] = []
+    for entry in node_parameters(default_model, arg('params_file'), arguments, default_models,
+                                 node=full_name):
+        parameters += override_arguments(entry) if isinstance(entry, dict) else \
+            ['--params-file', entry]
     remappings = [('image', arg('image_topic'))]
     remappings += [(o.name, arg(f'{o.name}_topic')) for o in outputs]
 
     node = LifecycleNode(
         package=PACKAGE, executable=EXECUTABLE, name=name, namespace=namespace,
-        parameters=parameters, remappings=remappings, output='screen',
-        ros_arguments=['--log-level', arg('log_level')])
+        remappings=remappings, output='screen',
+        ros_arguments=['--log-level', arg('log_level'), *parameters])
 
     def change_state(transition_id: int) -> EmitEvent:
         return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),

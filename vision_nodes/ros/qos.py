@@ -40,7 +40,7 @@ _NAMES = {ReliabilityPolicy.RELIABLE: 'reliable', ReliabilityPolicy.BEST_EFFORT:
 _DURABILITY = {DurabilityPolicy.VOLATILE: 'volatile',
                DurabilityPolicy.TRANSIENT_LOCAL: 'transient local'}
 
-#: What best effort costs with stock Fast DDS (README, Performance).
+#: What best effort costs with stock Fast DDS (docs/benchmarks.md).
 LARGE_IMAGE_CAVEAT = (
     'with stock Fast DDS a best-effort subscription loses most multi-megabyte (raw) frames to '
     'dropped fragments: start the camera driver, the sender, with '

@@ -236,7 +236,7 @@ class OpenVinoRunner(Runner):
         precision = self.config.precision
         if precision == 'fp32' or (precision == 'int8' and family == 'CPU'):
             # An int8 model's float layers (its output tail) stay exact on CPUs: bf16 there
-            # measured no faster (README) and would round box coordinates.
+            # would round box coordinates (docs/backends.md, OpenVINO settings).
             return EXACT_TYPE
         # fp16, and the float layers of an int8 model on GPUs and NPUs.
         return fast_reduced_type(family) or EXACT_TYPE
@@ -246,7 +246,7 @@ class OpenVinoRunner(Runner):
 
         On a CPU the inference threads are not pinned to cores: a robot's CPU also runs the
         camera driver, DDS and other nodes, and a pinned thread waits for its busy core
-        instead of moving (measured faster unpinned, README).
+        instead of moving (docs/backends.md, OpenVINO settings).
         """
         device = self._device
         per_device = {f: {'INFERENCE_PRECISION_HINT': self._inference_type(f)}

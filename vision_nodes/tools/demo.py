@@ -142,7 +142,7 @@ def _depth_model(args: argparse.Namespace) -> str | None:
     if args.depth or manifest.weights_path(args.model_dir or None).exists():
         return name
     print(f'depth: skipped ({manifest.name} weights not found at '
-          f'{manifest.weights_path(args.model_dir or None)}; see the README, Depth)')
+          f'{manifest.weights_path(args.model_dir or None)}; see docs/depth.md)')
     return None
 
 

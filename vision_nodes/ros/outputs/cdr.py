@@ -1,7 +1,7 @@
 """Vectorised CDR encoding of ``vision_msgs/Detection2DArray``, for publishing as bytes.
 
-rclpy builds a message from Python objects and converts every field to C on publish: about
-25 µs per Detection2D, so 300 detections cost ~7 ms a frame. This module writes the same
+rclpy builds a message from Python objects and converts every field to C on publish, a cost
+that grows with every Detection2D (docs/benchmarks.md). This module writes the same
 serialised message (little-endian plain CDR, as ``rclpy.serialization.serialize_message``
 gives it; only the padding bytes differ: zeros here, whatever was in memory there) with a
 few NumPy operations whatever the count; ``Publisher.publish`` accepts the bytes as they are.

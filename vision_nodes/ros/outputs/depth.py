@@ -4,7 +4,7 @@ A metric result becomes a ``32FC1`` image in metres on ``depth``; a relative one
 encoding, unitless, on ``depth/relative`` (the node picks the topic from
 :attr:`DepthResult.metric`). Pixel data is copied once, from the array's memory into the
 message's byte array; nothing is done per pixel in Python (an ``Image.data`` assigned from
-``bytes`` would check every byte in Python: ~0.3 s for a 1080 x 810 float image).
+``bytes`` would check every byte in Python).
 """
 
 from __future__ import annotations
