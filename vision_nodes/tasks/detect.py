@@ -98,6 +98,19 @@ class DetectionTask:
                   int_range=(1, MAX_DETECTIONS), applies='live'),
     )
 
+    @classmethod
+    def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]) -> dict[str, Any]:
+        """No block of its own: ``thresholds`` is parsed with the generic manifest."""
+        return {}
+
+    @classmethod
+    def param_defaults(cls, manifest: ModelManifest) -> dict[str, Any]:
+        """The manifest's ``thresholds`` as the defaults of the threshold parameters."""
+        thresholds = manifest.thresholds
+        return {'confidence_threshold': float(thresholds.confidence),
+                'iou_threshold': float(thresholds.iou),
+                'max_detections': int(thresholds.max_detections)}
+
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest
 
