@@ -169,3 +169,23 @@ def test_the_table_refuses_a_half_added_row(monkeypatch):
     monkeypatch.setattr(backends, 'AUTO_ORDER', AUTO_ORDER[:-1])
     with pytest.raises(AssertionError, match='AUTO_ORDER must list every backend once'):
         backends._check_table()
+
+
+def test_the_benchmark_takes_its_choices_from_the_table(monkeypatch):
+    """bench_detect refuses a configuration naming no backend or precision of the table."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / 'benchmarks' / 'bench_detect.py'
+    spec = importlib.util.spec_from_file_location('bench_detect_table', path)
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, bench)  # dataclasses look their module up
+    spec.loader.exec_module(bench)
+    assert bench.parse_config('openvino:int8').precision == 'int8'
+    assert bench.parse_config('auto').precision == 'auto'
+    with pytest.raises(SystemExit, match="bad configuration 'tpu': BACKEND is one of auto, "
+                                         'cpu, cuda'):
+        bench.parse_config('tpu')
+    with pytest.raises(SystemExit, match='PRECISION one of auto, fp32, fp16, int8'):
+        bench.parse_config('onnx:fp8')
