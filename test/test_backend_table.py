@@ -151,8 +151,8 @@ def test_a_task_parses_its_own_block():
     """depth's block is parsed by tasks/depth.py; other tasks' manifests may not carry it."""
     assert TASK_MAP['depth'].blocks == ('depth',) and TASK_MAP['detect'].blocks == ()
     data = {'name': 'd', 'task': 'depth', 'weights': 'w', 'architecture': 'transformers',
-            'input_size': 518, 'backends': ['cpu'], 'depth': {'kind': 'metric',
-                                                               'max_depth': 20}}
+            'input_size': 518, 'backends': ['cpu'],
+            'depth': {'kind': 'metric', 'max_depth': 20}}
     parsed = parse_manifest(data)
     assert parsed.depth == DepthSpec('metric', 'depth', 20.0)
     assert parsed.block('depth') is parsed.depth
@@ -189,3 +189,17 @@ def test_the_benchmark_takes_its_choices_from_the_table(monkeypatch):
         bench.parse_config('tpu')
     with pytest.raises(SystemExit, match='PRECISION one of auto, fp32, fp16, int8'):
         bench.parse_config('onnx:fp8')
+
+
+def test_param_specs_default_to_the_manifest():
+    """param_specs: the task's specs with the manifest's defaults, still validated."""
+    from vision_nodes.tasks import param_specs
+
+    data = {'name': 'm', 'task': 'detect', 'weights': 'w.pt', 'input_size': 64,
+            'backends': ['onnx'], 'thresholds': {'confidence': 0.6}}
+    specs = {spec.name: spec for spec in param_specs(parse_manifest(data))}
+    assert specs['confidence_threshold'].default == 0.6
+    assert specs['confidence_threshold'].float_range == (0.0, 1.0)
+    assert specs['iou_threshold'].default == 0.45 and specs['max_detections'].default == 300
+    with pytest.raises(ValueError, match=r'confidence_threshold=1.5 is outside \[0.0, 1.0\]'):
+        specs['confidence_threshold'].with_default(1.5)

@@ -111,7 +111,7 @@ class ModelManifest:
     stride: int = 32
 
     def block(self, name: str) -> Any:
-        """The task's parsed block ``name`` (e.g. 'depth'), None when the manifest has none."""
+        """Return the task's parsed block ``name`` (e.g. 'depth'); None when there is none."""
         return dict(self.task_blocks).get(name)
 
     @property

@@ -2,7 +2,7 @@
 
 from .base import Task, default_values
 from .registry import KNOWN_TASKS, TASK_MAP, TaskEntry, TaskError, create_task, param_defaults, \
-    task_class
+    param_specs, task_class
 
 __all__ = ['KNOWN_TASKS', 'TASK_MAP', 'Task', 'TaskEntry', 'TaskError', 'create_task',
-           'default_values', 'param_defaults', 'task_class']
+           'default_values', 'param_defaults', 'param_specs', 'task_class']

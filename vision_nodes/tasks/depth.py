@@ -99,7 +99,7 @@ def depth_range_problem(value: Any) -> str | None:
 
 
 def _max_depth(source: str, kind: str, value: Any) -> float | None:
-    """The block's ``max_depth``: None, or a checked positive number of metres."""
+    """Return the block's ``max_depth``: None, or a checked positive number of metres."""
     if value is None:
         return None
     if kind != 'metric':
@@ -307,12 +307,12 @@ class DepthTask:
     @classmethod
     def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]
                               ) -> dict[str, DepthSpec]:
-        """The ``depth`` block of a depth manifest (required), validated."""
+        """Parse the ``depth`` block of a depth manifest (required)."""
         return {'depth': parse_depth_block(source, data.get('depth'))}
 
     @classmethod
     def param_defaults(cls, manifest: ModelManifest) -> dict[str, Any]:
-        """The spec defaults: a depth manifest sets none of the live parameters."""
+        """Return the spec defaults: a depth manifest sets none of the live parameters."""
         return {spec.name: spec.default for spec in cls.params}
 
     def __init__(self, manifest: ModelManifest) -> None:

@@ -105,11 +105,11 @@ class DetectionTask:
 
     @classmethod
     def param_defaults(cls, manifest: ModelManifest) -> dict[str, Any]:
-        """The manifest's ``thresholds`` as the defaults of the threshold parameters."""
+        """Return the manifest's ``thresholds`` as the threshold parameters' defaults."""
         thresholds = manifest.thresholds
-        return {'confidence_threshold': float(thresholds.confidence),
-                'iou_threshold': float(thresholds.iou),
-                'max_detections': int(thresholds.max_detections)}
+        values = (float(thresholds.confidence), float(thresholds.iou),
+                  int(thresholds.max_detections))
+        return {spec.name: value for spec, value in zip(cls.params, values)}
 
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..param_spec import ParamSpec
 from .base import Task
 
 if TYPE_CHECKING:  # the manifest reads this map: no import of it at run time
@@ -58,10 +59,20 @@ def create_task(manifest: ModelManifest) -> Task:
 
 
 def param_defaults(manifest: ModelManifest) -> dict[str, Any]:
-    """The node's defaults for the live parameters of ``manifest``'s task, from the manifest.
+    """Return the defaults of ``manifest``'s task's live parameters, from the manifest.
 
     ROS-free: the node declares each parameter with this value unless the user set it (e.g.
     ``confidence_threshold`` from the manifest's ``thresholds.confidence``). Keys are spec
     names, without the prefix a node adds when it runs several models.
     """
     return task_class(manifest.task).param_defaults(manifest)
+
+
+def param_specs(manifest: ModelManifest) -> tuple[ParamSpec, ...]:
+    """Return the task's live parameter specs, each defaulting to ``manifest``'s value.
+
+    What a node declares: :func:`param_defaults` applied to the task's ``params``.
+    """
+    defaults = param_defaults(manifest)
+    return tuple(spec.with_default(defaults[spec.name]) for spec in
+                 task_class(manifest.task).params)
