@@ -37,9 +37,6 @@ from .text import clip, show
 KNOWN_BACKENDS = BACKEND_NAMES
 #: Weight architectures (the backend table's).
 KNOWN_ARCHITECTURES = ARCHITECTURES
-__all__ = ['ARCHITECTURE_BACKENDS', 'KNOWN_ARCHITECTURES', 'KNOWN_BACKENDS', 'KNOWN_PRECISIONS',
-           'KNOWN_TASKS', 'ManifestError', 'ModelManifest', 'Preprocessing', 'Thresholds',
-           'load_manifest', 'parse_manifest', 'resolve_manifest', 'safe_yaml']
 COLOR_ORDERS = ('rgb', 'bgr')
 INTERPOLATIONS = ('linear', 'cubic')
 #: Multiple the input size must be of, per architecture, when the manifest gives no ``stride``:

@@ -25,10 +25,6 @@ BACKEND_MAP: dict[str, tuple[str, str] | None] = {
 BACKEND_PRECISIONS: dict[str, tuple[str, ...]] = {
     name: row.precisions for name, row in BACKENDS.items()}
 
-__all__ = ['BACKEND_CHOICES', 'BACKEND_MAP', 'BACKEND_PRECISIONS', 'Candidate', 'Selection',
-           'backend_report', 'check_precision', 'check_supported', 'create_runner',
-           'resolve_precision', 'runner_class', 'select', 'valid_precisions']
-
 
 def _check_known(backend: str) -> None:
     if backend not in BACKENDS:
