@@ -126,10 +126,10 @@ def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_d
 
 
 def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection, *,
-                    model_dir: str = '',
-                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
-                    execution_provider: str = '', calibration_dir: str = '',
-                    torch_compile: bool = True, log: Log = _no_log) -> Pipeline:
+                    model_dir: str = '', cache_dir: str | Path = '', device: str = '',
+                    precision: str = 'fp32', execution_provider: str = '',
+                    calibration_dir: str = '', torch_compile: bool = True,
+                    log: Log = _no_log) -> Pipeline:
     """Load every model on one backend: the candidates of :func:`~.runners.registry.select`.
 
     ``backend`` is a backend name, ``auto``, or a :class:`~.runners.registry.Selection` the
