@@ -146,8 +146,13 @@ def parse_config(spec: str) -> Config:
     parts = parts if rect else parts[:-1]
     if not 1 <= len(parts) <= 2:
         raise SystemExit(f'bad configuration {spec!r}: use BACKEND[:PRECISION][:square]')
+    from vision_nodes.runners.backends import BACKEND_CHOICES, PRECISIONS
+
     backend = parts[0]
     precision = parts[1] if len(parts) == 2 else ('auto' if backend == 'auto' else 'fp32')
+    if backend not in BACKEND_CHOICES or precision not in PRECISIONS:
+        raise SystemExit(f'bad configuration {spec!r}: BACKEND is one of '
+                         f"{', '.join(BACKEND_CHOICES)}; PRECISION one of {', '.join(PRECISIONS)}")
     return Config(spec, backend, precision, rect)
 
 

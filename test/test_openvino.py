@@ -438,9 +438,9 @@ def test_auto_falls_back_from_openvino_to_onnx(manifest, model_dir, engine_cache
                                                monkeypatch):
     """auto tries OpenVINO first on a CPU machine; if it fails to load, ONNX Runtime runs."""
     from vision_nodes.runners.openvino_runner import OpenVinoRunner
-    from vision_nodes.runners.registry import AUTO_PRIORITY
+    from vision_nodes.runners.backends import AUTO_ORDER
 
-    assert AUTO_PRIORITY.index('openvino') < AUTO_PRIORITY.index('onnx')
+    assert AUTO_ORDER.index('openvino') < AUTO_ORDER.index('onnx')
 
     def broken(self):
         raise RunnerError('simulated OpenVINO failure')

@@ -9,11 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vision_nodes.runners import registry
-from vision_nodes.runners.registry import (AUTO_PRIORITY, BACKEND_MAP, auto_candidates,
-                                           check_supported, create_runner, runner_class)
+from vision_nodes.runners import backends
+from vision_nodes.runners.backends import AUTO_ORDER
+from vision_nodes.runners.registry import (BACKEND_MAP, check_supported, create_runner,
+                                           runner_class, select)
 from vision_nodes.artifacts.cache import EngineCache
 from vision_nodes.manifest import KNOWN_BACKENDS, resolve_manifest
+from vision_nodes.pipeline import build_pipeline
 from vision_nodes.loaders import ModelLoadError
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 
@@ -37,7 +39,7 @@ def test_backend_map_covers_every_known_backend():
     assert runner_class('onnx').__name__ == 'OnnxRunner'
     assert runner_class('cpu') is runner_class('cuda') is runner_class('rocm')
     assert 'onnx' in runner_class('onnx').backends
-    assert AUTO_PRIORITY[:3] == ('tensorrt', 'cuda', 'rocm')
+    assert AUTO_ORDER[:3] == ('tensorrt', 'cuda', 'rocm')
 
 
 def test_reserved_and_unknown_backends_say_so():
@@ -60,10 +62,11 @@ def test_manifest_backends_are_checked(manifest):
                                                                 'onnx')))
 
 
-def test_auto_prefers_the_fastest_available(manifest, config):
+def test_auto_prefers_the_fastest_available(manifest, config, model_dir, engine_cache_dir):
     """On a machine without a GPU, auto skips cuda/rocm and loads OpenVINO (before ONNX)."""
-    assert AUTO_PRIORITY.index('openvino') < AUTO_PRIORITY.index('onnx')
-    assert auto_candidates(manifest) == [
+    assert AUTO_ORDER.index('openvino') < AUTO_ORDER.index('onnx')
+    considered = select([manifest], 'auto').considered
+    assert [c.backend for c in considered] == [
         b for b in ('tensorrt', 'cuda', 'rocm', 'openvino', 'onnx', 'cpu')
         if BACKEND_MAP[b] is not None]
     torch = pytest.importorskip('torch')
@@ -71,15 +74,17 @@ def test_auto_prefers_the_fastest_available(manifest, config):
     if torch.cuda.is_available():
         pytest.skip('a GPU is visible: auto would pick it')
     chosen = []
-    runner = create_runner(replace(config, backend='auto'), chosen.append)
+    model = build_pipeline(manifest, 'auto', model_dir=str(model_dir),
+                           cache_dir=engine_cache_dir, log=chosen.append)
     try:
-        assert runner.config.backend == 'openvino'
+        assert model.runner.config.backend == 'openvino'
         assert chosen[-1] == "backend auto: chose 'openvino'"
     finally:
-        runner.unload()
+        model.close()
 
 
-def test_auto_falls_back_when_a_backend_fails_to_load(manifest, config, monkeypatch):
+def test_auto_falls_back_when_a_backend_fails_to_load(manifest, model_dir, engine_cache_dir,
+                                                      monkeypatch):
     """If the best candidate fails at load, auto logs it and takes the next."""
     onnx_cls = runner_class('onnx')
 
@@ -87,15 +92,16 @@ def test_auto_falls_back_when_a_backend_fails_to_load(manifest, config, monkeypa
         raise RunnerError('simulated failure')
 
     monkeypatch.setattr(onnx_cls, '_load', broken_load)
-    monkeypatch.setattr(registry, 'AUTO_PRIORITY', ('onnx', 'cpu'))
+    monkeypatch.setattr(backends, 'AUTO_ORDER', ('onnx', 'cpu'))
     pytest.importorskip('torch')
     log = []
-    runner = create_runner(replace(config, backend='auto'), log.append)
+    model = build_pipeline(manifest, 'auto', model_dir=str(model_dir),
+                           cache_dir=engine_cache_dir, log=log.append)
     try:
-        assert runner.config.backend == 'cpu'
+        assert model.runner.config.backend == 'cpu'
         assert any("'onnx' failed to load (simulated failure)" in line for line in log)
     finally:
-        runner.unload()
+        model.close()
 
 
 def test_gpu_backends_fail_clearly_without_a_gpu(config):

@@ -1,9 +1,11 @@
 """Model manifests: YAML files describing one model, loaded into typed, validated objects.
 
 A manifest names the model, its task, where its weights are, its input size and preprocessing,
-its labels, the backends it supports and its default thresholds (detection) or what its output
-means (depth). Every problem found while loading raises :class:`ManifestError` naming the file
-and the field, in one bounded line.
+its labels, the backends it supports and its default thresholds (detection). A task's own
+block (``depth:`` for depth models) is parsed by its task file (:mod:`vision_nodes.tasks`);
+backend, precision and architecture names come from the backend table
+(:mod:`vision_nodes.runners.backends`). Every problem found while loading raises
+:class:`ManifestError` naming the file and the field, in one bounded line.
 
 Manifests are untrusted input: the file is size-checked before it is read, its YAML parsed
 with a safe loader that refuses anchors and aliases and bounds nesting and node count, every
@@ -18,32 +20,25 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
 from .files import read_regular
-from .limits import (MAX_DEPTH_METRES, MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE,
-                     MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH,
-                     MAX_MANIFEST_NODES, MAX_NAME_CHARS, MAX_PATH_CHARS,
-                     MAX_PREPROCESSING_MAGNITUDE)
+from .limits import (MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL_CHARS,
+                     MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_MANIFEST_NODES,
+                     MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_PREPROCESSING_MAGNITUDE)
+from .runners.backends import ARCHITECTURE_BACKENDS, ARCHITECTURES, BACKEND_NAMES, \
+    KNOWN_PRECISIONS
+from .tasks.registry import KNOWN_TASKS, TASK_MAP, task_class
 from .text import clip, show
 
-#: Every backend name a manifest may list (``auto`` is a node parameter value, not a backend).
-KNOWN_BACKENDS = ('cpu', 'cuda', 'rocm', 'onnx', 'tensorrt', 'openvino')
-KNOWN_TASKS = ('detect', 'depth')
-#: How weights load: PyTorch checkpoints (ultralytics), a save_pretrained folder
-#: (transformers), an .onnx file, or an OpenVINO IR (an .xml with its .bin, or a folder
-#: holding one, e.g. an Ultralytics ``*_openvino_model``).
-KNOWN_ARCHITECTURES = ('ultralytics', 'onnx', 'transformers', 'openvino')
-#: Precisions a manifest may restrict itself to (the ``precision`` setting adds ``auto``).
-KNOWN_PRECISIONS = ('fp32', 'fp16', 'int8')
-#: Backends that can run each artifact-only architecture (PyTorch needs PyTorch weights).
-ARCHITECTURE_BACKENDS = {'onnx': ('onnx', 'tensorrt', 'openvino'), 'openvino': ('openvino',)}
+#: Every backend name a manifest may list (the backend table's; ``auto`` is a setting's value).
+KNOWN_BACKENDS = BACKEND_NAMES
+#: Weight architectures (the backend table's).
+KNOWN_ARCHITECTURES = ARCHITECTURES
 COLOR_ORDERS = ('rgb', 'bgr')
 INTERPOLATIONS = ('linear', 'cubic')
-DEPTH_KINDS = ('metric', 'relative')
-DEPTH_OUTPUTS = ('depth', 'disparity')
 #: Multiple the input size must be of, per architecture, when the manifest gives no ``stride``:
 #: the YOLO networks' largest stride; a ViT's patch size (Depth Anything: 14).
 DEFAULT_STRIDES = {'ultralytics': 32, 'onnx': 32, 'transformers': 14, 'openvino': 32}
@@ -73,21 +68,6 @@ class Preprocessing:
     std: tuple[float, float, float] = (1.0, 1.0, 1.0)
     #: Resampling of the image to the input size: 'linear' (YOLO) or 'cubic' (Depth Anything).
     interpolation: str = 'linear'
-
-
-@dataclass(frozen=True)
-class DepthSpec:
-    """What a depth model's output means (manifest block ``depth``)."""
-
-    #: 'metric': metres along the optical axis; 'relative': unitless, known only up to scale
-    #: (and, for disparity, shift).
-    kind: str
-    #: 'depth': larger values are farther; 'disparity': larger values are nearer (inverse
-    #: depth, as Depth Anything's relative models give it).
-    output: str
-    #: Metric models: the farthest depth the model reports, in metres; larger values are
-    #: published as +Inf (REP 117: beyond range). None: no limit.
-    max_depth: float | None = None
 
 
 @dataclass(frozen=True)
@@ -122,10 +102,19 @@ class ModelManifest:
     #: setting of the node overrides it). Relative paths resolve like ``weights``.
     calibration_dir: str = ''
     source: Path | None = None
-    #: Depth models only: what the output means.
-    depth: DepthSpec | None = None
+    #: The task's own blocks, parsed by the task file: (block name, value) pairs.
+    task_blocks: tuple[tuple[str, Any], ...] = ()
     #: Input sides are multiples of this (32 for YOLO, the patch size 14 for Depth Anything).
     stride: int = 32
+
+    def block(self, name: str) -> Any:
+        """Return the task's parsed block ``name`` (e.g. 'depth'); None when there is none."""
+        return dict(self.task_blocks).get(name)
+
+    @property
+    def depth(self) -> Any:
+        """Depth models: what the output means (``tasks.depth.DepthSpec``); else None."""
+        return self.block('depth')
 
     def resolve_path(self, value: str, model_dir: str | os.PathLike | None = None) -> Path:
         """Resolve a path of this manifest (weights, calibration images).
@@ -145,9 +134,13 @@ class ModelManifest:
         return self.resolve_path(self.weights, model_dir)
 
 
-_TOP_KEYS = ('name', 'task', 'weights', 'architecture', 'input_size', 'backends',
-             'preprocessing', 'labels', 'thresholds', 'rect', 'depth', 'stride', 'precisions',
-             'calibration_dir')
+#: Top-level keys: the generic ones, then every task's own blocks (each task file parses its
+#: own, :data:`~vision_nodes.tasks.registry.TASK_MAP` names them).
+_GENERIC_KEYS = ('name', 'task', 'weights', 'architecture', 'input_size', 'backends',
+                 'preprocessing', 'labels', 'thresholds', 'rect', 'stride', 'precisions',
+                 'calibration_dir')
+_TOP_KEYS = _GENERIC_KEYS + tuple(dict.fromkeys(
+    block for entry in TASK_MAP.values() if entry for block in entry.blocks))
 _REQUIRED = ('name', 'task', 'weights', 'input_size', 'backends')
 #: A model name: a ROS 2 name token (it becomes a namespace and part of cache folder names).
 _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
@@ -188,6 +181,18 @@ def _number(source: str, name: str, value: Any, low: float, high: float,
     if not low <= number <= high:
         raise _fail(source, name, f'{show(value)} is outside {low:g}..{high:g}')
     return number
+
+
+def number(source: str, name: str, value: Any, low: float, high: float,
+           what: str = 'a number') -> float:
+    """Return a finite number within [low, high] (for task blocks; see :func:`_number`)."""
+    return _number(source, name, value, low, high, what)
+
+
+#: The helpers a task file parses its block with: one error format for every block.
+field_error: Callable[[str, str, str], ManifestError] = _fail
+check_keys = _check_keys
+expect = _expect
 
 
 def _number_triple(source: str, name: str, value: Any, low: float, high: float
@@ -265,59 +270,17 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
     return Thresholds(**kwargs)
 
 
-def depth_range_problem(value: Any) -> str | None:
-    """Why ``value`` cannot bound a depth range, or None when it can.
-
-    A depth range limit (the manifest's ``depth.max_depth``, a model's own ``max_depth``)
-    is a number, finite, > 0 and at most :data:`~vision_nodes.limits.MAX_DEPTH_METRES`: a
-    negative or zero one would turn every depth into NaN (or flip a relative map) without a
-    word. One guard for every place a depth range enters.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f'{show(value)} is not a number'
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        return f'{show(value)} is not a finite number'
-    if number <= 0:
-        return f'{show(value)} is not positive'
-    if number > MAX_DEPTH_METRES:
-        return f'{show(value)} is larger than {MAX_DEPTH_METRES:g}'
-    return None
-
-
-def _parse_depth(source: str, task: str, data: Any) -> DepthSpec | None:
-    if task != 'depth':
-        if data is not None:
-            raise _fail(source, 'depth', f"only depth models have this block (task is '{task}')")
-        return None
-    if data is None:
-        raise _fail(source, 'depth', 'missing (required for task depth): give at least '
-                    '`kind: metric` or `kind: relative`')
-    _expect(source, 'depth', data, dict, 'a mapping')
-    _check_keys(source, 'depth', data, ('kind', 'output', 'max_depth'))
-    kind = data.get('kind')
-    if not isinstance(kind, str) or kind not in DEPTH_KINDS:
-        raise _fail(source, 'depth.kind', f"{show(kind)} is not one of {', '.join(DEPTH_KINDS)}")
-    output = data.get('output', 'depth' if kind == 'metric' else 'disparity')
-    if not isinstance(output, str) or output not in DEPTH_OUTPUTS:
-        raise _fail(source, 'depth.output',
-                    f"{show(output)} is not one of {', '.join(DEPTH_OUTPUTS)}")
-    if kind == 'metric' and output != 'depth':
-        raise _fail(source, 'depth.output', 'a metric model must output depth in metres '
-                    '(disparity in pixels would need the stereo baseline and focal length)')
-    max_depth = data.get('max_depth')
-    if max_depth is not None:
-        if kind != 'metric':
-            raise _fail(source, 'depth.max_depth', 'applies to metric models only')
-        problem = depth_range_problem(max_depth)
-        if problem:
-            raise _fail(source, 'depth.max_depth', f'{problem}: give the farthest depth the '
-                        f'model reports, a positive number of metres (or leave it out)')
-        max_depth = float(max_depth)
-    return DepthSpec(kind=kind, output=output, max_depth=max_depth)
+def _parse_task_blocks(source: str, task: str, data: dict) -> tuple[tuple[str, Any], ...]:
+    """Refuse other tasks' blocks; have the task's own file parse its blocks."""
+    own = TASK_MAP[task].blocks if TASK_MAP.get(task) else ()
+    for key in data:
+        if key in _TOP_KEYS and key not in _GENERIC_KEYS and key not in own:
+            owners = [name for name, entry in TASK_MAP.items() if entry and key in entry.blocks]
+            raise _fail(source, key, f"only {' or '.join(owners)} models have this block "
+                        f"(task is '{task}')")
+    if not own:
+        return ()
+    return tuple(task_class(task).parse_manifest_blocks(source, data).items())
 
 
 def _parse_name(source: str, value: Any) -> str:
@@ -449,7 +412,7 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         thresholds=_parse_thresholds(source, data.get('thresholds')),
         rect=_expect(source, 'rect', data.get('rect', True), bool, 'true or false'),
         precisions=precisions, calibration_dir=calibration_dir, source=path,
-        depth=_parse_depth(source, task, data.get('depth')), stride=stride)
+        task_blocks=_parse_task_blocks(source, task, data), stride=stride)
 
 
 def _read_manifest_bytes(path: Path) -> bytes:

@@ -7,7 +7,7 @@ them; :mod:`vision_nodes.ros.params` turns a spec into an rcl ``ParameterDescrip
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: When a changed value takes effect on a running node.
@@ -36,6 +36,13 @@ class ParamSpec:
             raise ValueError(f'ParamSpec {self.name}: applies={self.applies!r}')
         if self.validate(self.default) is not None:
             raise ValueError(f'ParamSpec {self.name}: default {self.default!r} is invalid')
+
+    def with_default(self, value: Any) -> ParamSpec:
+        """Return this spec with ``value`` (a manifest's) as its default, checked as any value."""
+        problem = self.validate(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return replace(self, default=value)
 
     @property
     def type_name(self) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 from .artifacts.cache import EngineCache, default_cache_dir
 from .manifest import ModelManifest
 from .runners.base import Runner, RunnerConfig, RunnerError
-from .runners.registry import auto_order, check_supported, create_runner
+from .runners.registry import Selection, create_runner, select
 from .tasks import Task, create_task
 from .tasks.preprocess import rect_shape
 from .text import clip
@@ -111,42 +111,42 @@ def _model(manifest: ModelManifest, runner: Runner, task: Task) -> ModelPipeline
     return ModelPipeline(manifest, runner, task, labels)
 
 
-def build_pipeline(manifest: ModelManifest, backend: str, *, model_dir: str = '',
+def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_dir: str = '',
                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
                    execution_provider: str = '', calibration_dir: str = '',
                    torch_compile: bool = True, log: Log = _no_log) -> ModelPipeline:
-    """Create the task, resolve the weights, create and load the runner (one model)."""
-    task = create_task(manifest)
-    config = _config(manifest, backend, model_dir, cache_dir, device=device,
-                     precision=precision, execution_provider=execution_provider,
-                     calibration_dir=calibration_dir, torch_compile=torch_compile, log=log)
-    return _model(manifest, create_runner(config, log), task)
+    """Create the task, resolve the weights, create and load the runner (one model).
+
+    The same path as :func:`build_pipelines` (``auto`` included), for one model.
+    """
+    return build_pipelines(
+        [manifest], backend, model_dir=model_dir, cache_dir=cache_dir, device=device,
+        precision=precision, execution_provider=execution_provider,
+        calibration_dir=calibration_dir, torch_compile=torch_compile, log=log).models[0]
 
 
-def build_pipelines(manifests: Sequence[ModelManifest], backend: str, *, model_dir: str = '',
-                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
-                    execution_provider: str = '', calibration_dir: str = '',
-                    torch_compile: bool = True, log: Log = _no_log) -> Pipeline:
-    """Load every model on one backend; ``auto`` tries the usable backends best first.
+def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection, *,
+                    model_dir: str = '', cache_dir: str | Path = '', device: str = '',
+                    precision: str = 'fp32', execution_provider: str = '',
+                    calibration_dir: str = '', torch_compile: bool = True,
+                    log: Log = _no_log) -> Pipeline:
+    """Load every model on one backend: the candidates of :func:`~.runners.registry.select`.
 
-    With ``auto`` a backend is a candidate only if every model supports it and this machine
-    can run it; the log says why each other one was skipped. A candidate on which any model
-    fails to load is given up as a whole (the models already loaded are unloaded) and the next
-    one is tried, so all models always share one backend.
+    ``backend`` is a backend name, ``auto``, or a :class:`~.runners.registry.Selection` the
+    caller already made (the decision is taken once). With ``auto`` the candidates are
+    loaded best first: one on which any model fails to load is given up as a whole (the
+    models already loaded are unloaded) and the next one is tried, so all models always
+    share one backend. A named backend that fails raises its error.
     """
     if not manifests:
         raise ValueError('no model to load')
     tasks = [create_task(m) for m in manifests]
     options = dict(device=device, precision=precision, execution_provider=execution_provider,
                    calibration_dir=calibration_dir, torch_compile=torch_compile, log=log)
-    if backend != 'auto':
-        for manifest in manifests:
-            check_supported(backend, manifest)
-        candidates = [backend]
-    else:
-        candidates = auto_order(manifests, log)
+    selection = backend if isinstance(backend, Selection) else select(manifests, backend, log)
+    backend = selection.requested
     failures = []
-    for candidate in candidates:
+    for candidate in selection.candidates:
         loaded: list[ModelPipeline] = []
         try:
             for manifest, task in zip(manifests, tasks):

@@ -11,18 +11,20 @@ import gc
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 
 from ..platform.allocator import release_freed_memory
 from ..platform.devices import Device, DeviceError, require_device
 from ..artifacts.cache import EngineCache
-from ..manifest import KNOWN_PRECISIONS, ModelManifest
 from ..text import clip
+from .backends import BACKENDS, PRECISIONS
 
-#: Values of the ``precision`` setting; :meth:`Runner.auto_precision` resolves 'auto'.
-PRECISIONS = ('auto',) + KNOWN_PRECISIONS
+if TYPE_CHECKING:  # the manifest reads the backend table (.backends): no import cycle here
+    from ..manifest import ModelManifest
+
+__all__ = ['PRECISIONS', 'Runner', 'RunnerConfig', 'RunnerError']
 
 
 class RunnerError(RuntimeError):
@@ -79,9 +81,11 @@ class Runner(ABC):
     def device_kinds(cls, config: RunnerConfig) -> tuple[str, ...]:
         """Kinds of ``device`` this runner can honour for ``config`` (the default at least).
 
-        The kinds are :func:`~vision_nodes.platform.devices.parse_device`'s.
+        The kinds are :func:`~vision_nodes.platform.devices.parse_device`'s; by default the
+        backend table's (:data:`~.backends.BACKENDS`), which a runner may narrow per setting.
         """
-        return ('default',)
+        row = BACKENDS.get(config.backend)
+        return row.device_kinds if row is not None else ('default',)
 
     @classmethod
     def device_user(cls, config: RunnerConfig) -> str:

@@ -38,6 +38,7 @@ from ..artifacts.tensorrt_build import workspace_bytes
 from ..platform import cuda
 from ..platform.devices import Device, DeviceError, openvino_device, require_device
 from ..text import clip
+from .backends import BACKENDS
 from .base import RunnerError
 
 #: Short names accepted by the ``execution_provider`` parameter ('' also means cpu).
@@ -52,6 +53,7 @@ EXECUTION_PROVIDERS = {
     'coreml': 'CoreMLExecutionProvider',
     'directml': 'DmlExecutionProvider',
 }
+assert tuple(EXECUTION_PROVIDERS) == BACKENDS['onnx'].execution_providers  # the table's names
 
 CPU = 'CPUExecutionProvider'
 CUDA = 'CUDAExecutionProvider'

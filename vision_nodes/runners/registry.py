@@ -1,53 +1,33 @@
-"""The backend map: backend name → runner class, plus ``auto`` selection with fallback.
+"""Backend name → runner class, precision checks, and the one ``auto`` decision (:func:`select`).
 
-Runner modules are imported only when their backend is chosen, so a deployment installs only
-the runtimes it uses. Adding a backend means adding one runner file and one line here.
+Every fact comes from the backend table (:mod:`.backends`). Runner modules are imported only
+when their backend is chosen, so a deployment installs only the runtimes it uses.
+:func:`select` decides which backends to try, in order, with the reason for every other one;
+the pipeline loads the candidates in that order and :func:`create_runner` loads one named
+backend.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
-from ..manifest import KNOWN_BACKENDS, ModelManifest
+from ..manifest import ModelManifest
+from . import backends
+from .backends import BACKEND_CHOICES, BACKENDS
 from .base import Runner, RunnerConfig, RunnerError
 
-#: name → (module, class). ``None`` marks a backend name that is reserved but not built yet.
+#: name → (module, class) of the runner (the table's); ``None``: reserved, not built yet.
 BACKEND_MAP: dict[str, tuple[str, str] | None] = {
-    'cpu': ('vision_nodes.runners.torch_runner', 'TorchRunner'),
-    'cuda': ('vision_nodes.runners.torch_runner', 'TorchRunner'),
-    'rocm': ('vision_nodes.runners.torch_runner', 'TorchRunner'),
-    'onnx': ('vision_nodes.runners.onnx_runner', 'OnnxRunner'),
-    'tensorrt': ('vision_nodes.runners.tensorrt_runner', 'TensorRTRunner'),
-    'openvino': ('vision_nodes.runners.openvino_runner', 'OpenVinoRunner'),
-}
-assert set(BACKEND_MAP) == set(KNOWN_BACKENDS)
-
-#: Precisions each backend's runner can honour, in one place ('fp16' is the device's fast
-#: reduced precision: fp16 on GPUs, bf16 on CPUs that have it). A manifest may narrow them
-#: (``precisions``) and a runner may refuse one for the device it finds
-#: (``Runner.precision_unavailable``: OpenVINO fp16 on a CPU without bf16); all three are
-#: checked in :func:`check_precision`, and nothing ever runs another precision silently.
+    name: row.runner for name, row in BACKENDS.items()}
+#: Precisions each backend's runner can honour (the table's; see ``Backend.precisions``).
 BACKEND_PRECISIONS: dict[str, tuple[str, ...]] = {
-    'cpu': ('fp32',),
-    'cuda': ('fp32', 'fp16'),
-    'rocm': ('fp32', 'fp16'),
-    'onnx': ('fp32', 'fp16'),  # fp16 on GPU execution providers and OpenVINO, not CPU
-    'tensorrt': ('fp32', 'fp16', 'int8'),
-    'openvino': ('fp32', 'fp16', 'int8'),
-}
-assert set(BACKEND_PRECISIONS) == set(KNOWN_BACKENDS)
-
-#: ``backend: auto`` tries these in order (the first that loads wins).
-AUTO_PRIORITY = ('tensorrt', 'cuda', 'rocm', 'openvino', 'onnx', 'cpu')
-
-#: Values accepted by the ``backend`` parameter.
-BACKEND_CHOICES = ('auto',) + KNOWN_BACKENDS
+    name: row.precisions for name, row in BACKENDS.items()}
 
 
 def _check_known(backend: str) -> None:
-    if backend not in BACKEND_MAP:
+    if backend not in BACKENDS:
         raise RunnerError(f"unknown backend '{backend}' "
                           f"(choose from: {', '.join(BACKEND_CHOICES)})")
 
@@ -55,7 +35,7 @@ def _check_known(backend: str) -> None:
 def runner_class(backend: str) -> type[Runner]:
     """Return the runner class for a backend name, or a RunnerError saying why there is none."""
     _check_known(backend)
-    target = BACKEND_MAP[backend]
+    target = BACKENDS[backend].runner
     if target is None:
         raise RunnerError(f"backend '{backend}' is reserved but has no runner in this version "
                           f"of vision_nodes (implemented: {', '.join(implemented_backends())})")
@@ -65,7 +45,7 @@ def runner_class(backend: str) -> type[Runner]:
 
 def implemented_backends() -> tuple[str, ...]:
     """Backend names that have a runner."""
-    return tuple(name for name, target in BACKEND_MAP.items() if target is not None)
+    return tuple(name for name, row in BACKENDS.items() if row.runner is not None)
 
 
 def check_manifest(manifest: ModelManifest) -> None:
@@ -73,11 +53,11 @@ def check_manifest(manifest: ModelManifest) -> None:
     if manifest.precisions is None:
         return
     for backend in manifest.backends:
-        if not set(BACKEND_PRECISIONS[backend]) & set(manifest.precisions):
+        if not set(BACKENDS[backend].precisions) & set(manifest.precisions):
             raise RunnerError(
                 f"model '{manifest.name}' lists backend '{backend}', which cannot run any of "
                 f"its precisions ({', '.join(manifest.precisions)}; '{backend}' runs "
-                f"{', '.join(BACKEND_PRECISIONS[backend])}): fix `backends` or `precisions` "
+                f"{', '.join(BACKENDS[backend].precisions)}): fix `backends` or `precisions` "
                 f'in {manifest.source or "the manifest"}')
 
 
@@ -93,56 +73,87 @@ def check_supported(backend: str, manifest: ModelManifest) -> None:
             f"for it: {', '.join(manifest.backends)}")
 
 
-def auto_candidates(manifest: ModelManifest) -> list[str]:
-    """Backends ``auto`` would try for this manifest, best first."""
-    return [b for b in AUTO_PRIORITY
-            if b in manifest.backends and BACKEND_MAP.get(b) is not None]
+@dataclass(frozen=True)
+class Candidate:
+    """One backend considered for a set of models: usable (``reason`` None) or why not."""
+
+    backend: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The one backend decision: what was asked, and every backend considered, in order."""
+
+    requested: str
+    considered: tuple[Candidate, ...]
+
+    @property
+    def candidates(self) -> list[str]:
+        """The backends to load, best first (the first that loads wins)."""
+        return [c.backend for c in self.considered if c.reason is None]
+
+    def skipped(self) -> list[str]:
+        """One line per backend not tried and why, as the log says it."""
+        return [f"backend {self.requested}: skipping '{c.backend}': {c.reason}"
+                for c in self.considered if c.reason is not None]
+
+
+def _reason(backend: str, manifests: Sequence[ModelManifest]) -> str | None:
+    """None if every model can run on ``backend`` here, else why not."""
+    missing = [m.name for m in manifests if backend not in m.backends]
+    if missing:
+        return f"not supported by model {', '.join(map(repr, missing))}"
+    if BACKENDS[backend].runner is None:
+        return 'no runner in this version'
+    return runner_class(backend).unavailable_reason(backend)
+
+
+def select(manifests: Sequence[ModelManifest], backend: str = 'auto',
+           log: Callable[[str], None] = lambda _: None) -> Selection:
+    """Decide, once, which backends to load ``manifests`` on, in order, with reasons.
+
+    A named backend is checked against every manifest (RunnerError naming the valid ones)
+    and is the one candidate. ``auto`` considers every backend in the table's
+    :data:`~.backends.AUTO_ORDER`: a backend is a candidate when every model lists it, it has
+    a runner and this machine has what the runner needs; the log says why each other one is
+    skipped. Raises RunnerError, naming every backend and why, when none is usable.
+    """
+    if backend != 'auto':
+        for manifest in manifests:
+            check_supported(backend, manifest)
+        return Selection(backend, (Candidate(backend),))
+    for manifest in manifests:
+        check_manifest(manifest)
+    selection = Selection('auto', tuple(Candidate(name, _reason(name, manifests))
+                                        for name in backends.AUTO_ORDER))
+    for line in selection.skipped():
+        log(line)
+    if not selection.candidates:
+        models = ', '.join(repr(m.name) for m in manifests)
+        raise RunnerError(f'backend auto found no usable backend for {models} on this '
+                          'machine: ' + '; '.join(f'{c.backend}: {c.reason}'
+                                                  for c in selection.considered))
+    return selection
 
 
 def backend_report(manifests: Sequence[ModelManifest]) -> dict[str, str | None]:
     """For each backend in ``auto`` order: None if every model can run on it here, else why not.
 
-    A backend is usable for a set of models (one global runtime) when every manifest lists
-    it, it has a runner, and this machine has what the runner needs.
+    The reasons :func:`select` gives for ``auto``, as a mapping (the node's parameter
+    description lists the usable ones).
     """
-    report: dict[str, str | None] = {}
-    for backend in AUTO_PRIORITY:
-        missing = [m.name for m in manifests if backend not in m.backends]
-        if missing:
-            report[backend] = f"not supported by model {', '.join(map(repr, missing))}"
-        elif BACKEND_MAP.get(backend) is None:
-            report[backend] = 'no runner in this version'
-        else:
-            report[backend] = runner_class(backend).unavailable_reason(backend)
-    return report
-
-
-def auto_order(manifests: Sequence[ModelManifest],
-               log: Callable[[str], None] = lambda _: None) -> list[str]:
-    """Return the backends ``auto`` tries for these models, best first; log why it skips others.
-
-    Raises RunnerError, naming every backend and why, when none is usable.
-    """
-    report = backend_report(manifests)
-    for name, reason in report.items():
-        if reason is not None:
-            log(f"backend auto: skipping '{name}': {reason}")
-    candidates = [name for name, reason in report.items() if reason is None]
-    if not candidates:
-        models = ', '.join(repr(m.name) for m in manifests)
-        raise RunnerError(f'backend auto found no usable backend for {models} on this '
-                          'machine: ' + '; '.join(f'{n}: {r}' for n, r in report.items()))
-    return candidates
+    return {name: _reason(name, manifests) for name in backends.AUTO_ORDER}
 
 
 def valid_precisions(backend: str, manifest: ModelManifest | None = None,
                      config: RunnerConfig | None = None) -> tuple[str, ...]:
     """Precisions ``backend`` runs (the table), narrowed by ``manifest`` and by the device."""
     _check_known(backend)
-    valid = BACKEND_PRECISIONS[backend]
+    valid = BACKENDS[backend].precisions
     if manifest is not None and manifest.precisions is not None:
         valid = tuple(p for p in valid if p in manifest.precisions)
-    if config is not None and BACKEND_MAP[backend] is not None:
+    if config is not None and BACKENDS[backend].runner is not None:
         cls = runner_class(backend)
         valid = tuple(p for p in valid if cls.precision_unavailable(
             replace(config, backend=backend, precision=p)) is None)
@@ -160,7 +171,7 @@ def check_precision(backend: str, precision: str, manifest: ModelManifest | None
     _check_known(backend)
     if precision == 'auto':
         return
-    table = BACKEND_PRECISIONS[backend]
+    table = BACKENDS[backend].precisions
     if precision not in table:
         raise RunnerError(f"backend '{backend}' cannot run precision '{precision}' "
                           f"(valid for it: {', '.join(('auto',) + table)})")
@@ -171,7 +182,7 @@ def check_precision(backend: str, precision: str, manifest: ModelManifest | None
                           f"{', '.join(manifest.precisions)} (its manifest's `precisions`), "
                           f"not '{precision}' (valid on '{backend}': "
                           f"{', '.join(('auto',) + valid)})")
-    if config is not None and BACKEND_MAP[backend] is not None:
+    if config is not None and BACKENDS[backend].runner is not None:
         reason = runner_class(backend).precision_unavailable(
             replace(config, backend=backend, precision=precision))
         if reason:
@@ -208,30 +219,20 @@ def resolve_precision(config: RunnerConfig,
 
 def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: None
                   ) -> Runner:
-    """Create and load the runner for ``config.backend`` (trying candidates for ``auto``)."""
+    """Create and load the runner of the named backend ``config.backend``.
+
+    ``auto`` is decided by :func:`select` before any runner exists (the pipeline loads its
+    candidates in order), so it is refused here.
+    """
+    if config.backend == 'auto':
+        raise RunnerError("create_runner loads one named backend: decide 'auto' with "
+                          'registry.select (pipeline.build_pipelines does)')
     check_supported(config.backend, config.manifest)
-    if config.backend != 'auto':
-        cls = runner_class(config.backend)
-        reason = cls.unavailable_reason(config.backend)
-        if reason:
-            raise RunnerError(f"backend '{config.backend}' is not available: {reason}")
-        cls.check_device(config)
-        runner = cls(resolve_precision(config, log))
-        runner.load()
-        return runner
-    failures = []
-    for backend in auto_order([config.manifest], log):
-        cls = runner_class(backend)
-        try:
-            candidate = replace(config, backend=backend)
-            cls.check_device(candidate)
-            runner = cls(resolve_precision(candidate, log))
-            runner.load()
-        except Exception as exc:  # noqa: BLE001 - fall back to the next backend
-            failures.append(f'{backend}: {exc}')
-            log(f"backend auto: '{backend}' failed to load ({exc}); trying the next one")
-            continue
-        log(f"backend auto: chose '{backend}'")
-        return runner
-    raise RunnerError('backend auto found no usable backend for model '
-                      f"'{config.manifest.name}': " + '; '.join(failures))
+    cls = runner_class(config.backend)
+    reason = cls.unavailable_reason(config.backend)
+    if reason:
+        raise RunnerError(f"backend '{config.backend}' is not available: {reason}")
+    cls.check_device(config)
+    runner = cls(resolve_precision(config, log))
+    runner.load()
+    return runner

@@ -1,6 +1,8 @@
 """Tasks: pre- and post-processing per task, shared by every runner."""
 
 from .base import Task, default_values
-from .registry import TASK_MAP, TaskError, create_task, task_class
+from .registry import KNOWN_TASKS, TASK_MAP, TaskEntry, TaskError, create_task, param_defaults, \
+    param_specs, task_class
 
-__all__ = ['TASK_MAP', 'Task', 'TaskError', 'create_task', 'default_values', 'task_class']
+__all__ = ['KNOWN_TASKS', 'TASK_MAP', 'Task', 'TaskEntry', 'TaskError', 'create_task',
+           'default_values', 'param_defaults', 'param_specs', 'task_class']

@@ -6,12 +6,14 @@ results into messages. The pipeline and the node only use the members of :class:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 
 import numpy as np
 
-from ..manifest import ModelManifest
 from ..param_spec import ParamSpec
+
+if TYPE_CHECKING:  # the manifest reads the task map (.registry): no import of it at run time
+    from ..manifest import ModelManifest
 
 
 class Task(Protocol):
@@ -27,6 +29,22 @@ class Task(Protocol):
     def __init__(self, manifest: ModelManifest) -> None:
         ...
 
+    @classmethod
+    def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]) -> dict[str, Any]:
+        """Parse and validate this task's own manifest blocks from the top-level mapping.
+
+        Only for tasks whose registry entry names blocks; raises ManifestError naming the
+        field (the helpers of :mod:`vision_nodes.manifest` keep the one error format).
+        """
+
+    @classmethod
+    def param_defaults(cls, manifest: ModelManifest) -> dict[str, Any]:
+        """Each live parameter's default for ``manifest``, keyed by spec name.
+
+        The manifest's value where it has one, else the spec's: the node declares its
+        parameters with these.
+        """
+
     def make_params(self, values: Mapping[str, Any]) -> Any:
         """Build the object ``postprocess`` takes from values keyed by spec name."""
 
@@ -39,5 +57,5 @@ class Task(Protocol):
 
 
 def default_values(task: type[Task] | Task) -> dict[str, Any]:
-    """Each of the task's live parameters at its default value."""
+    """Each of the task's live parameters at its spec's default value (no manifest)."""
     return {spec.name: spec.default for spec in task.params}

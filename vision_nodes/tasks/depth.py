@@ -8,9 +8,9 @@ source (``cv2.resize``, bilinear): network pixel ``i`` sits at source coordinate
 ``(i + 0.5) / gain - 0.5``. Invalid pixels become NaN before any resampling, so they never
 bleed into valid values as plausible numbers.
 
-Units (the manifest's ``depth`` block, see :class:`~vision_nodes.manifest.DepthSpec`):
-metric models give metres along the optical axis; relative models give unitless values whose
-direction ``output`` names ('disparity': larger is nearer; 'depth': larger is farther).
+Units (the manifest's ``depth`` block, parsed here into a :class:`DepthSpec`): metric models
+give metres along the optical axis; relative models give unitless values whose direction
+``output`` names ('disparity': larger is nearer; 'depth': larger is farther).
 """
 
 from __future__ import annotations
@@ -22,9 +22,14 @@ from typing import Any, ClassVar, Mapping
 import cv2
 import numpy as np
 
-from ..manifest import DepthSpec, ModelManifest
+from ..limits import MAX_DEPTH_METRES
+from ..manifest import ModelManifest, check_keys, expect, field_error
 from ..param_spec import ParamSpec
+from ..text import show
 from .preprocess import LetterboxMeta, prepare
+
+DEPTH_KINDS = ('metric', 'relative')
+DEPTH_OUTPUTS = ('depth', 'disparity')
 
 #: Colour maps for the colourised image (``depth_colormap``); near is the hot end of each.
 COLORMAPS = {
@@ -55,6 +60,80 @@ def _rgbx_lut(colormap: str) -> np.ndarray:
     return lut
 
 
+@dataclass(frozen=True)
+class DepthSpec:
+    """What a depth model's output means (manifest block ``depth``)."""
+
+    #: 'metric': metres along the optical axis; 'relative': unitless, known only up to scale
+    #: (and, for disparity, shift).
+    kind: str
+    #: 'depth': larger values are farther; 'disparity': larger values are nearer (inverse
+    #: depth, as Depth Anything's relative models give it).
+    output: str
+    #: Metric models: the farthest depth the model reports, in metres; larger values are
+    #: published as +Inf (REP 117: beyond range). None: no limit.
+    max_depth: float | None = None
+
+
+def depth_range_problem(value: Any) -> str | None:
+    """Why ``value`` cannot bound a depth range, or None when it can.
+
+    A depth range limit (the manifest's ``depth.max_depth``, a model's own ``max_depth``)
+    is a number, finite, > 0 and at most :data:`~vision_nodes.limits.MAX_DEPTH_METRES`: a
+    negative or zero one would turn every depth into NaN (or flip a relative map) without a
+    word. One guard for every place a depth range enters.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f'{show(value)} is not a number'
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        return f'{show(value)} is not a finite number'
+    if number <= 0:
+        return f'{show(value)} is not positive'
+    if number > MAX_DEPTH_METRES:
+        return f'{show(value)} is larger than {MAX_DEPTH_METRES:g}'
+    return None
+
+
+def _max_depth(source: str, kind: str, value: Any) -> float | None:
+    """Return the block's ``max_depth``: None, or a checked positive number of metres."""
+    if value is None:
+        return None
+    if kind != 'metric':
+        raise field_error(source, 'depth.max_depth', 'applies to metric models only')
+    problem = depth_range_problem(value)
+    if problem:
+        raise field_error(source, 'depth.max_depth', f'{problem}: give the farthest depth '
+                          'the model reports, a positive number of metres (or leave it out)')
+    return float(value)
+
+
+def parse_depth_block(source: str, data: Any) -> DepthSpec:
+    """Validate a depth manifest's ``depth`` block (required) into a :class:`DepthSpec`."""
+    if data is None:
+        raise field_error(source, 'depth', 'missing (required for task depth): give at '
+                          'least `kind: metric` or `kind: relative`')
+    expect(source, 'depth', data, dict, 'a mapping')
+    check_keys(source, 'depth', data, ('kind', 'output', 'max_depth'))
+    kind = data.get('kind')
+    if not isinstance(kind, str) or kind not in DEPTH_KINDS:
+        raise field_error(source, 'depth.kind',
+                          f"{show(kind)} is not one of {', '.join(DEPTH_KINDS)}")
+    output = data.get('output', 'depth' if kind == 'metric' else 'disparity')
+    if not isinstance(output, str) or output not in DEPTH_OUTPUTS:
+        raise field_error(source, 'depth.output',
+                          f"{show(output)} is not one of {', '.join(DEPTH_OUTPUTS)}")
+    if kind == 'metric' and output != 'depth':
+        raise field_error(source, 'depth.output', 'a metric model must output depth in '
+                          'metres (disparity in pixels would need the stereo baseline and '
+                          'focal length)')
+    return DepthSpec(kind=kind, output=output,
+                     max_depth=_max_depth(source, kind, data.get('max_depth')))
+
+
 class DepthOutputError(ValueError):
     """A network output that is not a single-channel depth map; the message names its shape."""
 
@@ -79,7 +158,11 @@ class DepthResult:
 
 @dataclass(frozen=True)
 class DepthParams:
-    """How the colourised image is drawn (live), and whether camera_info is republished."""
+    """How the colourised image is drawn (live), and whether camera_info is republished.
+
+    ``publish_camera_info`` is a ROS output switch riding here until ``ros/outputs`` owns it
+    (see :data:`PUBLISH_CAMERA_INFO`).
+    """
 
     color_min: float = 0.0
     color_max: float = 0.0
@@ -193,6 +276,15 @@ def colorize(result: DepthResult, params: DepthParams) -> np.ndarray:
     return rgb
 
 
+#: SEAM (issue 17, item 6): a ROS output switch, not a processing setting. It belongs to the
+#: depth outputs (``ros/outputs/depth_outputs.py``, which alone reads it); it stays in
+#: ``DepthTask.params`` only until the outputs declare it, so the node keeps the parameter.
+PUBLISH_CAMERA_INFO = ParamSpec(
+    'publish_camera_info', False,
+    'Republish the camera_info that matches each depth image (same stamp and frame) on '
+    'depth/camera_info, so depth_image_proc can make a point cloud.', applies='activate')
+
+
 class DepthTask:
     """Pre- and post-processing for monocular depth estimation, shared by every runner."""
 
@@ -209,11 +301,19 @@ class DepthTask:
         ParamSpec('depth_colormap', 'turbo',
                   'Colour map of the colourised depth image (near is the hot end).',
                   choices=tuple(COLORMAPS), applies='live'),
-        ParamSpec('publish_camera_info', False,
-                  'Republish the camera_info that matches each depth image (same stamp and '
-                  'frame) on depth/camera_info, so depth_image_proc can make a point cloud.',
-                  applies='activate'),
+        PUBLISH_CAMERA_INFO,
     )
+
+    @classmethod
+    def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]
+                              ) -> dict[str, DepthSpec]:
+        """Parse the ``depth`` block of a depth manifest (required)."""
+        return {'depth': parse_depth_block(source, data.get('depth'))}
+
+    @classmethod
+    def param_defaults(cls, manifest: ModelManifest) -> dict[str, Any]:
+        """Return the spec defaults: a depth manifest sets none of the live parameters."""
+        return {spec.name: spec.default for spec in cls.params}
 
     def __init__(self, manifest: ModelManifest) -> None:
         if manifest.depth is None:

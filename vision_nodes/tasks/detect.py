@@ -98,6 +98,19 @@ class DetectionTask:
                   int_range=(1, MAX_DETECTIONS), applies='live'),
     )
 
+    @classmethod
+    def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]) -> dict[str, Any]:
+        """No block of its own: ``thresholds`` is parsed with the generic manifest."""
+        return {}
+
+    @classmethod
+    def param_defaults(cls, manifest: ModelManifest) -> dict[str, Any]:
+        """Return the manifest's ``thresholds`` as the threshold parameters' defaults."""
+        thresholds = manifest.thresholds
+        values = (float(thresholds.confidence), float(thresholds.iou),
+                  int(thresholds.max_detections))
+        return {spec.name: value for spec, value in zip(cls.params, values)}
+
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest
 
