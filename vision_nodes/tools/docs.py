@@ -51,26 +51,16 @@ class BackendFacts:
     auto_rank: int | None
 
 
-#: What each runner runs on (a fact of the runner's module, written here until the backend
-#: table names it).
-RUNTIMES = {'TorchRunner': 'PyTorch', 'OnnxRunner': 'ONNX Runtime',
-            'OpenVinoRunner': 'OpenVINO', 'TensorRTRunner': 'TensorRT'}
-
-
 def backend_facts() -> list[BackendFacts]:
-    """Read the backend facts from today's tables: the one seam to switch to a single table."""
-    from ..manifest import ARCHITECTURE_BACKENDS, KNOWN_ARCHITECTURES, KNOWN_BACKENDS
-    from ..runners.registry import AUTO_PRIORITY, BACKEND_MAP, BACKEND_PRECISIONS
+    """Read the backend facts from the backend table (:mod:`vision_nodes.runners.backends`)."""
+    from ..runners.backends import AUTO_ORDER, BACKENDS
 
     rows = []
-    for name in KNOWN_BACKENDS:
-        module, cls = BACKEND_MAP[name] or ('', '')
-        archs = tuple(a for a in KNOWN_ARCHITECTURES
-                      if name in ARCHITECTURE_BACKENDS.get(a, (name,)))
-        rank = AUTO_PRIORITY.index(name) + 1 if name in AUTO_PRIORITY else None
-        runner = f'{module.rsplit(".", 1)[-1]}.{cls}'
-        rows.append(BackendFacts(name, RUNTIMES.get(cls, cls), runner,
-                                 BACKEND_PRECISIONS[name], archs, rank))
+    for row in BACKENDS.values():
+        module, cls = row.runner or ('', '')
+        rank = AUTO_ORDER.index(row.name) + 1 if row.name in AUTO_ORDER else None
+        rows.append(BackendFacts(row.name, row.runtime, f'{module.rsplit(".", 1)[-1]}.{cls}',
+                                 row.precisions, row.architectures, rank))
     return sorted(rows, key=lambda r: (r.auto_rank is None, r.auto_rank or 0))
 
 
