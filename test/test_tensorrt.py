@@ -39,7 +39,8 @@ from vision_nodes.artifacts.cache import EngineCache, file_sha256
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE
 from vision_nodes.manifest import parse_manifest, resolve_manifest
-from vision_nodes.pipeline import ModelPipeline, build_pipeline, build_pipelines
+from vision_nodes.pipeline import (ModelPipeline, artifact_chain, build_pipeline,
+                                   build_pipelines)
 from vision_nodes.platform import cuda
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.runners.registry import create_runner
@@ -132,16 +133,18 @@ def log() -> list[str]:
 @pytest.fixture
 def config(yolo_onnx, tmp_path, log) -> RunnerConfig:
     manifest = _manifest(yolo_onnx)
-    return RunnerConfig(manifest=manifest, weights=yolo_onnx, backend='tensorrt',
-                        cache=EngineCache(tmp_path / 'cache'), log=log.append)
+    cache = EngineCache(tmp_path / 'cache')
+    return RunnerConfig(manifest=manifest, weights=yolo_onnx, backend='tensorrt', cache=cache,
+                        log=log.append, artifacts=artifact_chain(cache, log.append))
 
 
 @pytest.fixture
 def tiny_config(tiny_onnx, tmp_path, log) -> RunnerConfig:
     """The small dynamic model at 640 x 640: fast where the network itself does not matter."""
     manifest = _manifest(tiny_onnx, 'tiny', (640, 640))
-    return RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt',
-                        cache=EngineCache(tmp_path / 'cache'), log=log.append)
+    cache = EngineCache(tmp_path / 'cache')
+    return RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt', cache=cache,
+                        log=log.append, artifacts=artifact_chain(cache, log.append))
 
 
 def _calls(trt, what: str) -> list[dict]:

@@ -18,6 +18,7 @@ import numpy as np
 from ..platform.allocator import release_freed_memory
 from ..platform.devices import Device, DeviceError, require_device
 from ..artifacts.cache import EngineCache
+from ..artifacts.types import ArtifactSource
 from ..manifest import KNOWN_PRECISIONS, ModelManifest
 from ..text import clip
 
@@ -48,6 +49,9 @@ class RunnerConfig:
     torch_compile: bool = True
     #: Progress and decisions worth a user's eye (the node's ROS log); one line per call.
     log: Callable[[str], None] = field(default=lambda _: None, compare=False, repr=False)
+    #: Where the runner gets its finished artifact (the pipeline's artifact chain, with the
+    #: model's calibration preprocessing); None: a chain over ``cache`` without it.
+    artifacts: ArtifactSource | None = field(default=None, compare=False, repr=False)
 
 
 class Runner(ABC):
