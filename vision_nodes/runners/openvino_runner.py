@@ -4,9 +4,10 @@ The model comes from the artifact chain (``RunnerConfig.artifacts``: weights →
 INT8 IR, each a verified cache entry, or the manifest's own IR); this runner loads and runs
 it. It is compiled for one input shape at a time (static shapes run faster than a dynamic
 compile) with latency-oriented settings: one stream, one infer request, OpenVINO's
-``LATENCY`` hint (all cores on one request). ``precision`` decides ``INFERENCE_PRECISION_HINT``: fp32 is pinned to f32 (OpenVINO
-would otherwise pick bf16 on CPUs that have it), fp16 is the device's fast reduced type (bf16
-on such CPUs, f16 on GPUs and NPUs), int8 runs a quantized IR.
+``LATENCY`` hint (all cores on one request). ``precision`` decides
+``INFERENCE_PRECISION_HINT``: fp32 is pinned to f32 (OpenVINO would otherwise pick bf16 on
+CPUs that have it), fp16 is the device's fast reduced type (bf16 on such CPUs, f16 on GPUs
+and NPUs), int8 runs a quantized IR.
 """
 
 from __future__ import annotations
