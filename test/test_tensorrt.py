@@ -434,7 +434,7 @@ def _recording_chain(cache: EngineCache, log, seen: list[np.ndarray]) -> Artifac
 
 
 def test_tensorrt_and_openvino_int8_calibrate_on_the_same_set(fake_trt, tiny_onnx, assets,
-                                                               tmp_path, log):
+                                                              tmp_path, log):
     """One calibration_dir, one set: the same images (fingerprint and count) and the same
     preprocessed tensors reach TensorRT's calibrator and OpenVINO's NNCF quantizer."""
     pytest.importorskip('openvino', reason='OpenVINO is not installed')
