@@ -34,6 +34,7 @@ from ..artifacts.types import artifact_source, engine_file_name
 from ..platform import cuda
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
+from .tensorrt_buffers import TensorBuffers
 
 #: Oldest TensorRT major version whose Python API this runner uses.
 MIN_TENSORRT_MAJOR = 10
@@ -82,8 +83,7 @@ class TensorRTRunner(Runner):
         self._input = ''
         self._input_dtype: Any = np.float32
         self._outputs: list[tuple[str, Any]] = []  # (name, numpy dtype), engine order
-        self._buffers: dict[str, tuple[int, int]] = {}  # name -> (device pointer, bytes)
-        self._host: dict[str, tuple[int, int]] = {}  # name -> (pinned host pointer, bytes)
+        self._buffers = TensorBuffers(None)
         self._shape: tuple[int, ...] | None = None
         self._output_shapes: dict[str, tuple[int, ...]] = {}
         self._device = 0
@@ -144,6 +144,7 @@ class TensorRTRunner(Runner):
         cfg = self.config
         self._trt = trt = _import_tensorrt()
         self._rt = cuda.cuda_runtime()
+        self._buffers = TensorBuffers(self._rt)
         if cfg.precision not in ('fp32', 'fp16', 'int8'):
             raise self._fail(f"precision '{cfg.precision}' is not one of fp32, fp16, int8")
         try:
@@ -208,21 +209,10 @@ class TensorRTRunner(Runner):
             shapes[name] = (out_shape, dtype)
             self._output_shapes[name] = out_shape
         for name, (tensor_shape, dtype) in shapes.items():
-            nbytes = int(np.prod(tensor_shape)) * np.dtype(dtype).itemsize
-            pointer, size = self._buffers.get(name, (0, 0))
-            if nbytes > size:
-                if pointer:
-                    cuda.free(self._rt, pointer)
-                    del self._buffers[name]
-                pointer = cuda.malloc(self._rt, nbytes)
-                self._buffers[name] = (pointer, nbytes)
-                self._context.set_tensor_address(name, pointer)
-            host, size = self._host.get(name, (0, 0))
-            if nbytes > size:
-                if host:
-                    cuda.free_host(self._rt, host)
-                    del self._host[name]
-                self._host[name] = (cuda.malloc_host(self._rt, nbytes), nbytes)
+            moved = self._buffers.reserve(
+                name, int(np.prod(tensor_shape)) * np.dtype(dtype).itemsize)
+            if moved is not None:
+                self._context.set_tensor_address(name, moved)
         self._shape = tuple(shape)
 
     def _use_device(self) -> None:
@@ -252,11 +242,11 @@ class TensorRTRunner(Runner):
             self.prepare_shape(tuple(tensor.shape[2:]))
         rt, stream = self._rt, self._stream
         # The pinned input buffer takes the values (any strides, any float dtype) in one copy.
-        host = cuda.host_array(self._host[self._input][0], self._shape, self._input_dtype)
+        host = self._buffers.host(self._input, self._shape, self._input_dtype)
         host[...] = tensor
         try:
             self._use_device()
-            cuda.copy_to_device(rt, self._buffers[self._input][0], host, stream)
+            cuda.copy_to_device(rt, self._buffers.device(self._input), host, stream)
             with log_route(self.config.log):
                 ran = self._context.execute_async_v3(int(stream))
             if not ran:
@@ -264,8 +254,8 @@ class TensorRTRunner(Runner):
                                  'why)')
             outputs = []
             for name, dtype in self._outputs:
-                out = cuda.host_array(self._host[name][0], self._output_shapes[name], dtype)
-                cuda.copy_to_host(rt, out, self._buffers[name][0], stream)
+                out = self._buffers.host(name, self._output_shapes[name], dtype)
+                cuda.copy_to_host(rt, out, self._buffers.device(name), stream)
                 outputs.append(out)
             cuda.stream_synchronize(rt, stream)
         except cuda.CudaError as exc:
@@ -278,23 +268,12 @@ class TensorRTRunner(Runner):
     def _release(self) -> None:
         """Free device and pinned buffers and the stream; drop the context, engine, runtime."""
         rt = self._rt
-        if rt is not None and (self._buffers or self._host or self._stream is not None):
+        if rt is not None and (self._buffers or self._stream is not None):
             try:
                 self._use_device()
             except cuda.CudaError:
                 pass
-        for pointer, _ in self._buffers.values():
-            try:
-                cuda.free(rt, pointer)
-            except cuda.CudaError:
-                pass
-        self._buffers.clear()
-        for pointer, _ in self._host.values():
-            try:
-                cuda.free_host(rt, pointer)
-            except cuda.CudaError:
-                pass
-        self._host.clear()
+        self._buffers.release()
         if self._stream is not None:
             try:
                 cuda.stream_destroy(rt, self._stream)
