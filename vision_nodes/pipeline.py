@@ -108,7 +108,7 @@ def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.nd
 
 
 def artifact_chain(cache: EngineCache, log: Log = _no_log) -> ArtifactChain:
-    """The artifact chain runners get their artifacts from, with the tasks' preprocessing."""
+    """Return the chain runners get their artifacts from, with the tasks' preprocessing."""
     return ArtifactChain(cache, log, preprocessor_for=calibration_preprocessor)
 
 

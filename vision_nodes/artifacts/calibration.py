@@ -1,5 +1,4 @@
-"""int8 calibration images: one set, listed, checked, read and preprocessed the same way for
-OpenVINO and TensorRT.
+"""int8 calibration images: one set for OpenVINO and TensorRT, listed, checked and read alike.
 
 The images are preprocessed by a :class:`Preprocessor` the caller makes from the model's own
 task (``artifacts/`` never imports ``tasks/``): the same function frames go through, at the

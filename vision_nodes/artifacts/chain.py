@@ -54,7 +54,7 @@ class ArtifactChain:
     # -- calibration ------------------------------------------------------------------------
     def calibration(self, manifest: ModelManifest, folder: str
                     ) -> tuple[CalibrationSet, Preprocessor]:
-        """The calibration set of ``folder`` and the model's preprocessing for it."""
+        """Return the calibration set of ``folder`` and the model's preprocessing for it."""
         images = calibration_set(folder, log=self.log)
         if self.preprocessor_for is None:
             raise CalibrationError('int8 calibration needs the model\'s preprocessing: load '
@@ -63,7 +63,7 @@ class ArtifactChain:
 
     # -- ONNX -------------------------------------------------------------------------------
     def onnx(self, manifest: ModelManifest, weights: Path) -> OnnxModel:
-        """The model as fp32 ONNX: the manifest's own ``.onnx`` (by path) or the export."""
+        """Return the model as fp32 ONNX: the manifest's own ``.onnx`` (by path) or the export."""
         from ..loaders import check_weights
         from .onnx_export import ONNX_FILE, ensure_onnx
 
@@ -73,7 +73,7 @@ class ArtifactChain:
         return OnnxModel(entry.file(ONNX_FILE), entry.read_verified(ONNX_FILE), entry.hit)
 
     def fp16_onnx(self, manifest: ModelManifest, model: OnnxModel) -> OnnxModel:
-        """The fp16 conversion of ``model`` (inputs and outputs stay fp32)."""
+        """Return the fp16 conversion of ``model`` (inputs and outputs stay fp32)."""
         from .onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
 
         entry = ensure_fp16_onnx(manifest.name, _onnx_bytes(model), self.cache, self.log)
@@ -83,7 +83,7 @@ class ArtifactChain:
     # -- TensorRT ---------------------------------------------------------------------------
     def tensorrt_engine(self, manifest: ModelManifest, weights: Path, precision: str,
                         calibration_dir: str, *, trt: Any, rt: Any, gpu: Any) -> CacheEntry:
-        """The engine entry for ``trt``'s version, ``gpu`` and ``precision``.
+        """Return the engine entry for ``trt``'s version, ``gpu`` and ``precision``.
 
         The entry holds the engine (``engine_file_name``) and ``build.json`` (with the fp32
         model's class names under ``labels``). Raises a CacheError (EngineBuildError) saying
@@ -157,7 +157,7 @@ class ArtifactChain:
 
     # -- OpenVINO ---------------------------------------------------------------------------
     def openvino_ir(self, manifest: ModelManifest, weights: Path) -> OpenVinoIr:
-        """The fp32 IR (converted through the cache) or the manifest's own IR, verified."""
+        """Return the fp32 IR (converted through the cache) or the manifest's own IR, verified."""
         from ..loaders import read_weights
         from .openvino_convert import IR_BIN, IR_XML, ensure_openvino_ir, read_ir_source
 
@@ -174,7 +174,7 @@ class ArtifactChain:
     def openvino_int8(self, manifest: ModelManifest, parent: OpenVinoIr,
                       read_parent: Callable[[], Any], rect: bool, calibration_dir: str
                       ) -> OpenVinoIr:
-        """The INT8 IR of ``parent``, quantized with NNCF on the calibration set on a miss.
+        """Return the INT8 IR of ``parent``, quantized with NNCF on the calibration set on a miss.
 
         ``read_parent()`` returns the parent as an ``openvino.Model`` (called on a miss);
         with ``rect`` each image is calibrated at the rect shape a frame like it runs at.
@@ -191,14 +191,14 @@ class ArtifactChain:
                           _ir_sha256(xml, data))
 
     def openvino_compile_cache(self) -> Path:
-        """The folder OpenVINO keeps compiled blobs in (``CACHE_DIR``), created if needed."""
+        """Return the folder for OpenVINO's compiled blobs (``CACHE_DIR``), created if needed."""
         folder = self.cache.root / OPENVINO_COMPILED_DIR
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
 
 def _onnx_bytes(model: OnnxModel) -> bytes:
-    """The model's bytes: the verified entry's, or the user's file read (bounded) once."""
+    """Return the model's bytes: the verified entry's, or the user's file read (bounded)."""
     if model.data is not None:
         return model.data
     from ..loaders import read_weights

@@ -48,7 +48,7 @@ def rect_profile(input_size: Sequence[int], stride: int = 32) -> Profile:
 
 
 def model_profile(manifest: 'ModelManifest') -> Profile:
-    """The profile a model's engine is built for: rect when it letterboxes with ``rect``."""
+    """Return the profile a model's engine is built for: rect when it letterboxes with ``rect``."""
     if manifest.rect and manifest.preprocessing.letterbox:
         return rect_profile(manifest.input_size, manifest.stride)
     return static_profile(manifest.input_size)
@@ -95,26 +95,26 @@ class ArtifactSource(Protocol):
     cache: 'EngineCache'
 
     def onnx(self, manifest: 'ModelManifest', weights: Path) -> OnnxModel:
-        """The model as ONNX (fp32): the manifest's own file or the cached export."""
+        """Return the model as ONNX (fp32): the manifest's own file or the cached export."""
 
     def fp16_onnx(self, manifest: 'ModelManifest', model: OnnxModel) -> OnnxModel:
-        """The fp16-converted graph of ``model`` (GPU execution providers, TensorRT 11)."""
+        """Return the fp16-converted graph of ``model`` (GPU execution providers, TensorRT 11)."""
 
     def tensorrt_engine(self, manifest: 'ModelManifest', weights: Path, precision: str,
                         calibration_dir: str, *, trt: Any, rt: Any, gpu: 'GpuInfo'
                         ) -> 'CacheEntry':
-        """The engine entry for this TensorRT, GPU and precision (built on a miss)."""
+        """Return the engine entry for this TensorRT, GPU and precision (built on a miss)."""
 
     def openvino_ir(self, manifest: 'ModelManifest', weights: Path) -> OpenVinoIr:
-        """The model as an fp32 OpenVINO IR (converted on a miss) or the manifest's own IR."""
+        """Return the model as an fp32 OpenVINO IR (converted on a miss) or the manifest's IR."""
 
     def openvino_int8(self, manifest: 'ModelManifest', parent: OpenVinoIr,
                       read_parent: Callable[[], Any], rect: bool, calibration_dir: str
                       ) -> OpenVinoIr:
-        """The INT8 IR quantized from ``parent`` (calibrated at rect shapes if ``rect``)."""
+        """Return the INT8 IR quantized from ``parent`` (calibrated at rect shapes if ``rect``)."""
 
     def openvino_compile_cache(self) -> Path:
-        """The folder for OpenVINO's compiled blobs (``CACHE_DIR``), inside the cache."""
+        """Return the folder for OpenVINO's compiled blobs (``CACHE_DIR``), inside the cache."""
 
 
 def artifact_source(cache: 'EngineCache', given: ArtifactSource | None, log: Log

@@ -47,11 +47,11 @@ class TensorBuffers:
         return moved
 
     def device(self, name: str) -> int:
-        """The device pointer of ``name``."""
+        """Return the device pointer of ``name``."""
         return self._device[name][0]
 
     def host(self, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-        """The pinned host buffer of ``name`` as an array of ``shape`` and ``dtype``."""
+        """Return the pinned host buffer of ``name`` as an array of ``shape`` and ``dtype``."""
         return cuda.host_array(self._host[name][0], shape, np.dtype(dtype))
 
     def release(self) -> None:
