@@ -35,11 +35,14 @@ import pytest
 from fake_tensorrt import FAKE_ONLY, make_fake_cudart, make_fake_tensorrt
 from hostile_files import png_header
 from vision_nodes.artifacts import tensorrt_build
+from vision_nodes.artifacts.calibration import calibration_set
+from vision_nodes.artifacts.chain import ArtifactChain
 from vision_nodes.artifacts.cache import EngineCache, file_sha256
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE
 from vision_nodes.manifest import parse_manifest, resolve_manifest
-from vision_nodes.pipeline import ModelPipeline, build_pipeline, build_pipelines
+from vision_nodes.pipeline import (ModelPipeline, artifact_chain, build_pipeline,
+                                   build_pipelines, calibration_preprocessor)
 from vision_nodes.platform import cuda
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.runners.registry import create_runner
@@ -132,16 +135,18 @@ def log() -> list[str]:
 @pytest.fixture
 def config(yolo_onnx, tmp_path, log) -> RunnerConfig:
     manifest = _manifest(yolo_onnx)
-    return RunnerConfig(manifest=manifest, weights=yolo_onnx, backend='tensorrt',
-                        cache=EngineCache(tmp_path / 'cache'), log=log.append)
+    cache = EngineCache(tmp_path / 'cache')
+    return RunnerConfig(manifest=manifest, weights=yolo_onnx, backend='tensorrt', cache=cache,
+                        log=log.append, artifacts=artifact_chain(cache, log.append))
 
 
 @pytest.fixture
 def tiny_config(tiny_onnx, tmp_path, log) -> RunnerConfig:
     """The small dynamic model at 640 x 640: fast where the network itself does not matter."""
     manifest = _manifest(tiny_onnx, 'tiny', (640, 640))
-    return RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt',
-                        cache=EngineCache(tmp_path / 'cache'), log=log.append)
+    cache = EngineCache(tmp_path / 'cache')
+    return RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt', cache=cache,
+                        log=log.append, artifacts=artifact_chain(cache, log.append))
 
 
 def _calls(trt, what: str) -> list[dict]:
@@ -411,6 +416,84 @@ def test_int8_without_calibration_images_is_refused(fake_trt, tiny_config, tmp_p
     with pytest.raises(RunnerError, match=r"'tensorrt': int8 calibration failed: calibration "
                                           r"image '.*broken\.png' cannot be decoded"):
         create_runner(replace(config, precision='int8', calibration_dir=str(tmp_path)))
+
+
+def _recording_chain(cache: EngineCache, log, seen: list[np.ndarray]) -> ArtifactChain:
+    """The pipeline's chain, keeping a copy of every calibration tensor it makes."""
+    def preprocessor_for(manifest):
+        real = calibration_preprocessor(manifest)
+
+        def prepare(image, shape):
+            tensor = real.prepare(image, shape)
+            seen.append(np.array(tensor, copy=True))
+            return tensor
+
+        return replace(real, prepare=prepare)
+
+    return ArtifactChain(cache, log, preprocessor_for=preprocessor_for)
+
+
+def test_tensorrt_and_openvino_int8_calibrate_on_the_same_set(fake_trt, tiny_onnx, assets,
+                                                              tmp_path, log):
+    """One calibration_dir, one set: the same images (fingerprint and count) and the same
+    preprocessed tensors reach TensorRT's calibrator and OpenVINO's NNCF quantizer."""
+    pytest.importorskip('openvino', reason='OpenVINO is not installed')
+    pytest.importorskip('nncf', reason='NNCF is not installed (int8 quantization)')
+    images = tmp_path / 'calibration'
+    images.mkdir()
+    for name in ('bus.jpg', 'zidane.jpg'):
+        shutil.copy(assets / name, images / name)
+    (images / 'notes.txt').write_text('not an image')
+    (images / 'huge.png').write_bytes(png_header(30000, 30000) + b'\0' * 64)
+    # A fixed-shape model: both runtimes calibrate at input_size (TensorRT always does, at its
+    # calibration profile's opt shape; OpenVINO does at rect shapes for rect models).
+    manifest = _manifest(tiny_onnx, 'tiny', (320, 320), rect=False,
+                         backends=['onnx', 'tensorrt', 'openvino'])
+    cache = EngineCache(tmp_path / 'cache')
+    fed: dict[str, list[np.ndarray]] = {'tensorrt': [], 'openvino': []}
+    entries = {}
+    for backend in ('tensorrt', 'openvino'):
+        config = RunnerConfig(manifest=manifest, weights=tiny_onnx, backend=backend,
+                              cache=cache, precision='int8', calibration_dir=str(images),
+                              log=log.append,
+                              artifacts=_recording_chain(cache, log.append, fed[backend]))
+        runner = create_runner(config)
+        try:
+            path = runner.engine_path if backend == 'tensorrt' else Path(runner.model_path)
+            entries[backend] = json.loads((path.parent / 'entry.json').read_text())['fields']
+        finally:
+            runner.unload()
+    listed = calibration_set(images)
+    assert len(listed.images) == 2 and listed.skipped == 1
+    assert entries['tensorrt']['calibration_sha256'] == listed.sha256
+    assert entries['openvino']['calibration_sha256'] == listed.sha256
+    assert entries['openvino']['calibration_images'] == 2
+    assert len(fake_trt.calibration_batches) == 2
+    built = json.loads((runner_folder(cache, 'tensorrt') / 'build.json').read_text())
+    assert built['calibration_images'] == 2
+    # NNCF may pass over the set more than once: its first pass is the set, in order.
+    assert len(fed['tensorrt']) == 2 and len(fed['openvino']) >= 2
+    for trt_batch, ours, ov_tensor in zip(fake_trt.calibration_batches, fed['tensorrt'],
+                                          fed['openvino']):
+        np.testing.assert_array_equal(trt_batch, ours)
+        np.testing.assert_array_equal(ov_tensor, ours)
+        assert ours.shape == (1, 3, 320, 320)
+
+
+def runner_folder(cache: EngineCache, kind: str) -> Path:
+    """The one entry of ``kind`` in ``cache`` (e.g. 'tensorrt')."""
+    found = [d for d in cache.root.iterdir() if d.is_dir() and f'-{kind}-' in d.name]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_rect_calibration_uses_the_manifest_stride(tiny_onnx, assets):
+    """Rect calibration tensors are shaped with the manifest's stride, as frames are."""
+    bus = assets / 'bus.jpg'  # 1080 high, 810 wide: fits 640 x 640 as 640 x 480
+    for stride, width in ((32, 480), (64, 512)):
+        manifest = _manifest(tiny_onnx, 'tiny', (640, 640), stride=stride)
+        tensor = calibration_preprocessor(manifest).tensor(bus, rect=True)
+        assert tensor.shape == (1, 3, 640, width)
 
 
 def test_int8_calibration_images_are_bounded_like_frames(fake_trt, tiny_config, assets,

@@ -15,6 +15,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .artifacts.cache import EngineCache, default_cache_dir
+from .artifacts.calibration import Preprocessor
+from .artifacts.chain import ArtifactChain
 from .manifest import ModelManifest
 from .runners.base import Runner, RunnerConfig, RunnerError
 from .runners.registry import Selection, create_runner, select
@@ -87,13 +89,38 @@ class Pipeline:
             model.close()
 
 
+def calibration_preprocessor(manifest: ModelManifest) -> Preprocessor:
+    """How int8 calibration images become network inputs: the model's own task, its stride.
+
+    Every backend calibrates through this (the artifact chain never imports the tasks).
+    """
+    task = create_task(manifest)
+    return Preprocessor(
+        prepare=lambda image, shape: task.preprocess(image, 'bgr8', shape)[0],
+        rect_shape=lambda source_hw: rect_shape(source_hw, manifest.input_size,
+                                                manifest.stride),
+        input_size=tuple(manifest.input_size))
+
+
+def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.ndarray:
+    """One calibration image as the network input a frame like it gets (rect shape if ``rect``)."""
+    return calibration_preprocessor(manifest).tensor(Path(path), rect)
+
+
+def artifact_chain(cache: EngineCache, log: Log = _no_log) -> ArtifactChain:
+    """Return the chain runners get their artifacts from, with the tasks' preprocessing."""
+    return ArtifactChain(cache, log, preprocessor_for=calibration_preprocessor)
+
+
 def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: str | Path,
             **options: Any) -> RunnerConfig:
     if not options.get('calibration_dir') and manifest.calibration_dir:
         options['calibration_dir'] = str(manifest.resolve_path(manifest.calibration_dir,
                                                                model_dir or None))
+    cache = EngineCache(cache_dir or default_cache_dir())
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(model_dir or None),
-                        backend=backend, cache=EngineCache(cache_dir or default_cache_dir()),
+                        backend=backend, cache=cache,
+                        artifacts=artifact_chain(cache, options.get('log', _no_log)),
                         **options)
 
 

@@ -1,4 +1,8 @@
-"""int8 calibration images: one way to list, check and read them, for OpenVINO and TensorRT.
+"""int8 calibration images: one set for OpenVINO and TensorRT, listed, checked and read alike.
+
+The images are preprocessed by a :class:`Preprocessor` the caller makes from the model's own
+task (``artifacts/`` never imports ``tasks/``): the same function frames go through, at the
+rect shape computed with the manifest's stride when the backend calibrates at rect shapes.
 
 A calibration folder (``calibration_dir``) is untrusted input like a camera: it may hold a
 30000 x 30000 PNG, a FIFO, a link to ``/dev/zero``, or a million files. So:
@@ -18,7 +22,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -49,6 +53,32 @@ class CalibrationSet:
     sha256: str
     #: Image files passed over (not regular files, beyond the bounds, not JPEG or PNG).
     skipped: int = 0
+
+    def tensors(self, preprocessor: 'Preprocessor', rect: bool = False
+                ) -> Iterator[np.ndarray]:
+        """Yield each image as the network input a frame like it gets (see ``Preprocessor``)."""
+        for path in self.images:
+            yield preprocessor.tensor(path, rect)
+
+
+@dataclass(frozen=True)
+class Preprocessor:
+    """How a model turns a calibration image into its network input, made by the caller.
+
+    ``prepare`` is the model's task preprocessing (8-bit BGR image, (height, width) → NCHW
+    float32); ``rect_shape`` maps a source (height, width) to the rect input shape a frame
+    like it runs at, computed with the manifest's stride.
+    """
+
+    prepare: Callable[[np.ndarray, tuple[int, int]], np.ndarray]
+    rect_shape: Callable[[tuple[int, int]], tuple[int, int]]
+    input_size: tuple[int, int]
+
+    def tensor(self, path: Path, rect: bool = False) -> np.ndarray:
+        """One calibration image, checked and decoded, as the network input (rect if asked)."""
+        image = calibration_image(path)
+        shape = self.rect_shape(image.shape[:2]) if rect else tuple(self.input_size)
+        return self.prepare(image, (int(shape[0]), int(shape[1])))
 
 
 def _candidates(folder: Path) -> list[Path]:

@@ -22,6 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from .labels import LABELS_METADATA_KEY, labels_from_metadata  # noqa: F401
 from .cache import CacheEntry, CacheError, EngineCache, file_sha256
 from ..manifest import ModelManifest
 from ..loaders import ModelLoadError, check_weights, load_torch_module
@@ -31,7 +32,6 @@ from ..text import clip
 EXPORTER_VERSION = 2  # 2: dynamic height/width
 DEFAULT_OPSET = 17
 ONNX_FILE = 'model.onnx'
-LABELS_METADATA_KEY = 'vision_nodes.labels'
 
 _log = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ An IR given as the manifest's weights (an ``.xml``, or a folder holding one) is 
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
@@ -25,7 +24,8 @@ from typing import Any, Callable
 import yaml
 
 from .cache import CacheEntry, EngineCache
-from .onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
+from .labels import LABELS_RT_PATH, labels_from_rt_info
+from .onnx_export import ONNX_FILE, ensure_onnx
 from ..loaders import ModelLoadError, check_weights, read_weights
 from ..files import read_regular
 from ..limits import MAX_MODEL_METADATA_BYTES
@@ -36,8 +36,6 @@ from ..text import clip
 CONVERTER_VERSION = 1
 IR_XML = 'model.xml'
 IR_BIN = 'model.bin'
-#: Where the IR keeps the class names (JSON list) in its runtime info.
-LABELS_RT_PATH = ['vision_nodes', 'labels']
 
 Log = Callable[[str], None]
 
@@ -58,23 +56,6 @@ def ir_cache_fields(parent_sha256: str, parent_kind: str) -> dict[str, Any]:
         'converter': f'vision_nodes-openvino/{CONVERTER_VERSION}',
         'weights': 'f32',
     }
-
-
-def labels_from_rt_info(model: Any) -> list[str] | None:
-    """Class names stored in an OpenVINO model's runtime info (ours, or an ONNX's metadata)."""
-    try:
-        if model.has_rt_info(LABELS_RT_PATH):
-            return [str(v) for v in json.loads(model.get_rt_info(LABELS_RT_PATH).astype(str))]
-        framework = ['framework', LABELS_METADATA_KEY]
-        if model.has_rt_info(framework):
-            return [str(v) for v in json.loads(model.get_rt_info(framework).astype(str))]
-        if model.has_rt_info(['framework', 'names']):  # an Ultralytics ONNX export
-            names = ast.literal_eval(model.get_rt_info(['framework', 'names']).astype(str))
-            if isinstance(names, dict):
-                return [str(names[k]) for k in sorted(names)]
-    except (ValueError, SyntaxError, TypeError, RuntimeError):
-        return None
-    return None
 
 
 def convert_onnx(onnx_bytes: bytes, folder: Path) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """OpenVINO IR → INT8 IR by NNCF post-training quantization: one step of the artifact chain.
 
 Activations are calibrated on a folder of images (``calibration_dir``), preprocessed exactly as
-frames are (the manifest's letterbox and normalisation, at the rect shape each image would
-run at when the model takes several shapes). The entry's key holds the parent IR's hash, the
-calibration set's content hash (every image's name and SHA-256), the preprocessing, the
-OpenVINO and NNCF versions and this quantizer's version. The images are listed, bounded and
-read by :mod:`.calibration`, as TensorRT's are.
+frames are: by the caller's :class:`~.calibration.Preprocessor` (the model's task), at the
+rect shape each image would run at, with the manifest's stride, when the model takes several
+shapes. The entry's key holds the parent IR's hash, the calibration set's content hash (every
+image's name and SHA-256), the preprocessing (and the stride when it is not 32), the OpenVINO
+and NNCF versions and this quantizer's version. The images are the same
+:class:`~.calibration.CalibrationSet` TensorRT calibrates on.
 
 What stays in floating point: the model's output tail, i.e. the operations after its last
 learned convolution (for YOLO: the box decoding, the DFL softmax and its fixed convolution,
@@ -25,13 +26,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 from .cache import CacheEntry, EngineCache
-from .calibration import CalibrationError, CalibrationSet, calibration_image
+from .calibration import CalibrationError, CalibrationSet, Preprocessor
 from .openvino_convert import IR_BIN, IR_XML, openvino_version
 from ..manifest import ModelManifest
-from ..tasks.preprocess import prepare, rect_shape
 from ..text import clip
 
 #: Bump whenever the quantized IR would change for the same inputs.
@@ -52,8 +50,12 @@ def nncf_version() -> str | None:
 
 def int8_cache_fields(parent_sha256: str, calibration: CalibrationSet,
                       manifest: ModelManifest, rect: bool) -> dict[str, Any]:
-    """Return the fields that make up the INT8 IR's cache key."""
-    return {
+    """Return the fields that make up the INT8 IR's cache key.
+
+    The stride shapes the rect calibration tensors; it joins the key only when it is not the
+    default 32, so the entries of stride-32 models keep their keys.
+    """
+    fields = {
         'parent_sha256': parent_sha256,
         'calibration_sha256': calibration.sha256,
         'calibration_images': len(calibration.images),
@@ -66,13 +68,9 @@ def int8_cache_fields(parent_sha256: str, calibration: CalibrationSet,
         'preset': 'mixed',
         'float_tail': True,
     }
-
-
-def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.ndarray:
-    """One calibration image as the network input a frame like it gets (rect shape if ``rect``)."""
-    image = calibration_image(path)
-    shape = rect_shape(image.shape[:2], manifest.input_size) if rect else manifest.input_size
-    return prepare(image, 'bgr8', shape, manifest.preprocessing)[0]
+    if rect and int(manifest.stride) != 32:
+        fields['stride'] = int(manifest.stride)
+    return fields
 
 
 def float_tail(model: Any) -> list[str]:
@@ -128,7 +126,7 @@ class _Progress:
                      f'about {left:.0f} s left in this pass)')
 
 
-def quantize_model(model: Any, calibration: CalibrationSet, manifest: ModelManifest,
+def quantize_model(model: Any, calibration: CalibrationSet, preprocessor: Preprocessor,
                    rect: bool, log: Log) -> Any:
     """Return the INT8 version of an OpenVINO model, calibrated on ``calibration``."""
     try:
@@ -139,9 +137,9 @@ def quantize_model(model: Any, calibration: CalibrationSet, manifest: ModelManif
 
     progress = _Progress(len(calibration.images), log)
 
-    def transform(path: Path) -> np.ndarray:
+    def transform(path: Path) -> Any:
         progress.tick()
-        return calibration_tensor(path, manifest, rect)
+        return preprocessor.tensor(path, rect)
 
     dataset = nncf.Dataset(list(calibration.images), transform)
     ignored = nncf.IgnoredScope(names=float_tail(model), validate=False)
@@ -158,8 +156,8 @@ def quantize_model(model: Any, calibration: CalibrationSet, manifest: ModelManif
 
 
 def ensure_int8_ir(manifest: ModelManifest, parent_sha256: str, read_parent: Callable[[], Any],
-                   calibration: CalibrationSet, rect: bool, cache: EngineCache,
-                   log: Log) -> CacheEntry:
+                   calibration: CalibrationSet, preprocessor: Preprocessor, rect: bool,
+                   cache: EngineCache, log: Log) -> CacheEntry:
     """Return the cached INT8 IR of a parent IR, quantizing it on a miss.
 
     ``read_parent()`` returns the parent as an ``openvino.Model`` (only called on a miss);
@@ -178,7 +176,7 @@ def ensure_int8_ir(manifest: ModelManifest, parent_sha256: str, read_parent: Cal
             log(f'int8: only {count} calibration images; use {FEW_CALIBRATION_IMAGES}-300 '
                 "frames from the robot's own camera for int8 accuracy close to fp32")
         started = time.monotonic()
-        quantized = quantize_model(read_parent(), calibration, manifest, rect, log)
+        quantized = quantize_model(read_parent(), calibration, preprocessor, rect, log)
         ov.save_model(quantized, str(folder / IR_XML), compress_to_fp16=False)
         (folder / 'tools.json').write_text(json.dumps(
             {'openvino': openvino_version(), 'nncf': fields['nncf'],

@@ -29,15 +29,11 @@ building or loading on that thread.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import logging
 import os
-import threading
 import time
 import uuid
-import weakref
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -45,7 +41,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from .cache import CacheEntry, CacheError, EngineCache, file_sha256
-from ..limits import MAX_TENSORRT_TIMING_CACHE_BYTES, MAX_TENSORRT_WORKSPACE_BYTES
+from .labels import labels_from_metadata
+from .tensorrt_log import _make_logger, log_route, tensorrt_logger  # noqa: F401 - shared
+from .types import (Profile, engine_file_name, rect_profile, static_profile,  # noqa: F401
+                    workspace_bytes)
+from ..limits import MAX_TENSORRT_TIMING_CACHE_BYTES
 from ..platform import cuda
 from ..platform.cuda import GpuInfo
 from ..text import clip
@@ -54,36 +54,11 @@ from ..text import clip
 ENGINE_STEP_VERSION = 2
 #: Folder inside the engine cache holding one timing cache per GPU and TensorRT version.
 TIMING_CACHE_DIR = 'tensorrt-timing'
-#: Shape profile: (min, opt, max), each an NCHW shape.
-Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 Log = Callable[[str], None]
 
 
 class EngineBuildError(CacheError):
     """TensorRT could not parse the ONNX model or build an engine from it."""
-
-
-def engine_file_name(model: str, precision: str) -> str:
-    """Human-readable engine file name inside the entry: ``{model}_{precision}.engine``."""
-    safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in model) or 'model'
-    return f'{safe}_{precision}.engine'
-
-
-def static_profile(input_size: Sequence[int]) -> Profile:
-    """Return the profile of a fixed-shape engine: min = opt = max = input_size."""
-    shape = (1, 3, int(input_size[0]), int(input_size[1]))
-    return shape, shape, shape
-
-
-def rect_profile(input_size: Sequence[int], stride: int = 32) -> Profile:
-    """Return the profile of a rect-inference engine: stride multiples up to ``input_size``.
-
-    Rect inference keeps the long side at input_size and rounds the other up to the stride,
-    so every shape it makes lies between one stride and input_size on each side. opt is the
-    full input_size: fixed-shape use and int8 calibration run there.
-    """
-    height, width = int(input_size[0]), int(input_size[1])
-    return (1, 3, stride, stride), (1, 3, height, width), (1, 3, height, width)
 
 
 def engine_cache_fields(onnx_sha256: str, precision: str, profile: Profile,
@@ -134,11 +109,6 @@ def network_flags(trt: ModuleType, strongly_typed: bool) -> int:
     return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
 
-def workspace_bytes(gpu: GpuInfo) -> int:
-    """Builder workspace for ``gpu``: a quarter of its memory, at most the limit in limits.py."""
-    return int(min(MAX_TENSORRT_WORKSPACE_BYTES, max(gpu.memory_total // 4, 256 << 20)))
-
-
 def external_data_sha256(onnx_bytes: bytes, folder: Path | None) -> str | None:
     """SHA-256 over the external weight files an ONNX model names (None if it names none).
 
@@ -174,68 +144,6 @@ def external_data_sha256(onnx_bytes: bytes, folder: Path | None) -> str | None:
                                    'missing: keep it beside the .onnx')
         digest.update(name.encode() + b'\0' + file_sha256(path).encode() + b'\n')
     return digest.hexdigest()
-
-
-# -- one logger per process --------------------------------------------------------------------
-
-_LOGGERS: 'weakref.WeakKeyDictionary[ModuleType, Any]' = weakref.WeakKeyDictionary()
-_LOGGERS_LOCK = threading.Lock()
-_ROUTE = threading.local()
-_FALLBACK = logging.getLogger('vision_nodes.tensorrt')
-
-
-@contextlib.contextmanager
-def log_route(log: Log) -> Iterator[None]:
-    """Send TensorRT's messages raised on this thread to ``log`` while the block runs."""
-    previous = getattr(_ROUTE, 'log', None)
-    _ROUTE.log = log
-    try:
-        yield
-    finally:
-        _ROUTE.log = previous
-
-
-def tensorrt_logger(trt: ModuleType) -> Any:
-    """Return this process's one ``trt.ILogger`` (created on first use, never released).
-
-    TensorRT keeps the logger it was first given for every builder and runtime of the
-    process (a later one is ignored) and calls it from C++ for as long as any object
-    created through it lives. A logger per runner would send one model's messages to
-    another's log and could be freed while TensorRT still calls it. Warnings and errors go
-    to the log routed on the calling thread (:func:`log_route`), else to Python's
-    ``logging`` (``vision_nodes.tensorrt``).
-    """
-    with _LOGGERS_LOCK:
-        logger = _LOGGERS.get(trt)
-        if logger is None:
-            logger = _LOGGERS[trt] = _make_logger(trt)
-        return logger
-
-
-def _make_logger(trt: ModuleType) -> Any:
-    forward = {trt.ILogger.Severity.INTERNAL_ERROR: 'error',
-               trt.ILogger.Severity.ERROR: 'error',
-               trt.ILogger.Severity.WARNING: 'warning'}
-
-    class _Logger(trt.ILogger):
-        def __init__(self) -> None:
-            trt.ILogger.__init__(self)
-
-        def log(self, severity: Any, msg: str) -> None:
-            level = forward.get(severity)
-            if not level:
-                return
-            line = f'TensorRT {level}: {clip(msg)}'
-            try:
-                routed = getattr(_ROUTE, 'log', None)
-                if routed is not None:
-                    routed(line)
-                else:
-                    _FALLBACK.warning(line)
-            except Exception:  # noqa: BLE001 - never raise into TensorRT
-                pass
-
-    return _Logger()
 
 
 def _progress_monitor(trt: ModuleType, log: Log, every_s: float = 15.0) -> Any:
@@ -522,3 +430,22 @@ def ensure_engine(cache: EngineCache, model: str, fields: dict[str, Any],
         (folder / 'build.json').write_text(json.dumps(facts, indent=2))
 
     return cache.get_or_build(model, 'tensorrt', fields, write, files=(name,))
+
+
+def onnx_labels(onnx_bytes: bytes) -> list[str] | None:
+    """Class names in an ONNX model's metadata (read with ``onnx``, else ONNX Runtime)."""
+    try:
+        import onnx
+
+        model = onnx.ModelProto.FromString(onnx_bytes)
+        meta = {p.key: p.value for p in model.metadata_props}
+    except ImportError:
+        try:
+            import onnxruntime
+        except ImportError:
+            return None
+        session = onnxruntime.InferenceSession(onnx_bytes, providers=['CPUExecutionProvider'])
+        meta = session.get_modelmeta().custom_metadata_map
+    except Exception:  # noqa: BLE001 - TensorRT's parser reports a broken model
+        return None
+    return labels_from_metadata(meta)

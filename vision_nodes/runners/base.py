@@ -22,6 +22,7 @@ from ..text import clip
 from .backends import BACKENDS, PRECISIONS
 
 if TYPE_CHECKING:  # the manifest reads the backend table (.backends): no import cycle here
+    from ..artifacts.types import ArtifactSource
     from ..manifest import ModelManifest
 
 __all__ = ['PRECISIONS', 'Runner', 'RunnerConfig', 'RunnerError']
@@ -50,6 +51,9 @@ class RunnerConfig:
     torch_compile: bool = True
     #: Progress and decisions worth a user's eye (the node's ROS log); one line per call.
     log: Callable[[str], None] = field(default=lambda _: None, compare=False, repr=False)
+    #: Where the runner gets its finished artifact (the pipeline's artifact chain, with the
+    #: model's calibration preprocessing); None: a chain over ``cache`` without it.
+    artifacts: ArtifactSource | None = field(default=None, compare=False, repr=False)
 
 
 class Runner(ABC):

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..artifacts.cache import EngineCache, cache_key
-from ..artifacts.tensorrt_build import workspace_bytes
+from ..artifacts.types import workspace_bytes
 from ..platform import cuda
 from ..platform.devices import Device, DeviceError, openvino_device, require_device
 from ..text import clip

@@ -9,19 +9,15 @@ provider and the log says so.
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import json
 from typing import Any
 
 import numpy as np
 
 from ..artifacts.cache import CacheError
-from ..artifacts.onnx_export import LABELS_METADATA_KEY, ONNX_FILE, ensure_onnx
-from ..artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
-from ..artifacts.tensorrt_build import rect_profile, static_profile
-from ..limits import MAX_MANIFEST_BYTES
-from ..loaders import check_weights, read_weights
+from ..artifacts.labels import labels_from_metadata
+from ..artifacts.types import OnnxModel, artifact_source, model_profile
+from ..loaders import read_weights
 from ..platform.cpu import cpu_info
 from ..platform.devices import DEVICE_KINDS
 from ..text import clip
@@ -34,26 +30,6 @@ from .onnx_providers import (AUTO_ORDER, CPU, CPU_FALLBACK_REFUSED, EXECUTION_PR
 
 __all__ = ['EXECUTION_PROVIDERS', 'OnnxRunner', 'labels_from_metadata',
            'resolve_execution_provider']
-
-
-def labels_from_metadata(meta: dict[str, str]) -> list[str] | None:
-    """Class names stored in an ONNX model's metadata (ours, or an Ultralytics export's).
-
-    Raises ValueError for metadata that is too large, malformed, or not a list of names.
-    """
-    for key in (LABELS_METADATA_KEY, 'names'):
-        if len(meta.get(key, '')) > MAX_MANIFEST_BYTES:
-            raise ValueError(f'metadata {key} is larger than {MAX_MANIFEST_BYTES} bytes')
-    if LABELS_METADATA_KEY in meta:
-        names = json.loads(meta[LABELS_METADATA_KEY])
-        if not isinstance(names, list):
-            raise ValueError(f'{LABELS_METADATA_KEY} is not a list')
-        return [str(v) for v in names]
-    if 'names' in meta:  # Ultralytics writes str(dict)
-        names = ast.literal_eval(meta['names'])
-        if isinstance(names, dict):
-            return [str(names[k]) for k in sorted(names)]
-    return None
 
 
 class OnnxRunner(Runner):
@@ -70,6 +46,11 @@ class OnnxRunner(Runner):
         #: (an .onnx of their own may keep its weights in external data files).
         self._model: Any = None
         self._model_sha256 = ''
+        self._onnx: OnnxModel | None = None
+
+    def _artifacts(self):
+        cfg = self.config
+        return artifact_source(cfg.cache, cfg.artifacts, cfg.log)
 
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
@@ -102,15 +83,10 @@ class OnnxRunner(Runner):
         cfg = self.config
         candidates = provider_candidates(cfg.execution_provider, ort.get_available_providers(),
                                          ort.__version__)
-        if cfg.manifest.architecture == 'onnx':
-            self.model_path = check_weights(cfg.weights)
-            self._model = str(self.model_path)
-            self.cache_hit = None
-        else:
-            entry = ensure_onnx(cfg.manifest, cfg.weights, cfg.cache, 'fp32')
-            self.model_path = entry.file(ONNX_FILE)
-            self._model = entry.read_verified(ONNX_FILE)  # what runs is what was checked
-            self.cache_hit = entry.hit
+        self._onnx = self._artifacts().onnx(cfg.manifest, cfg.weights)
+        self.model_path, self.cache_hit = self._onnx.path, self._onnx.hit
+        # What runs is what was checked: the entry's verified bytes, or the user's own path.
+        self._model = self._onnx.data if self._onnx.data is not None else str(self.model_path)
         auto = resolve_execution_provider(cfg.execution_provider) == 'auto'
         failures = []
         for provider in candidates:
@@ -192,10 +168,7 @@ class OnnxRunner(Runner):
             shape = [d if isinstance(d, int) else None for d in session.get_inputs()[0].shape]
         if len(shape) != 4 or shape[2] is not None or shape[3] is not None:
             return None
-        manifest = self.config.manifest
-        rect = manifest.rect and manifest.preprocessing.letterbox
-        size = manifest.input_size
-        return name, rect_profile(size, manifest.stride) if rect else static_profile(size)
+        return name, model_profile(self.config.manifest)
 
     def _create_session(self, ort: Any, provider: str) -> Any:
         """Create a session on ``provider`` (CPU only for what it cannot run) or say why not."""
@@ -205,9 +178,7 @@ class OnnxRunner(Runner):
         model: Any = self._model
         if needs_fp16_graph(provider, cfg.precision):
             try:
-                source = model if isinstance(model, bytes) else read_weights(self.model_path)
-                fp16 = ensure_fp16_onnx(cfg.manifest.name, source, cfg.cache, cfg.log)
-                model = fp16.read_verified(FP16_ONNX_FILE)
+                model = self._artifacts().fp16_onnx(cfg.manifest, self._onnx).data
             except (CacheError, OSError) as exc:
                 raise RunnerError(f'{provider}: {clip(exc, 600)}') from exc
         provider_opts = provider_options(

@@ -1,28 +1,26 @@
 """OpenVINO runner (backend ``openvino``): CPU, GPU, NPU or AUTO, at fp32, fp16/bf16 or int8.
 
-The model comes through the artifact chain (weights → ONNX → IR → INT8 IR, each a verified
-cache entry) or straight from the manifest's ``.onnx`` or IR. It is compiled for one input
-shape at a time (static shapes run faster than a dynamic compile) with latency-oriented
-settings: one stream, one infer request, OpenVINO's ``LATENCY`` hint (all cores on one
-request). ``precision`` decides ``INFERENCE_PRECISION_HINT``: fp32 is pinned to f32 (OpenVINO
-would otherwise pick bf16 on CPUs that have it), fp16 is the device's fast reduced type (bf16
-on such CPUs, f16 on GPUs and NPUs), int8 runs a quantized IR.
+The model comes from the artifact chain (``RunnerConfig.artifacts``: weights → ONNX → IR →
+INT8 IR, each a verified cache entry, or the manifest's own IR); this runner loads and runs
+it. It is compiled for one input shape at a time (static shapes run faster than a dynamic
+compile) with latency-oriented settings: one stream, one infer request, OpenVINO's
+``LATENCY`` hint (all cores on one request). ``precision`` decides
+``INFERENCE_PRECISION_HINT``: fp32 is pinned to f32 (OpenVINO would otherwise pick bf16 on
+CPUs that have it), fp16 is the device's fast reduced type (bf16 on such CPUs, f16 on GPUs
+and NPUs), int8 runs a quantized IR.
 """
 
 from __future__ import annotations
 
 import collections
-import hashlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..artifacts.openvino_convert import (IR_BIN, IR_XML, ensure_openvino_ir,
-                                          labels_from_rt_info, read_ir_source)
-from ..artifacts.calibration import CalibrationError, calibration_set
-from ..artifacts.quantize import ensure_int8_ir
-from ..loaders import read_weights
+from ..artifacts.calibration import CalibrationError
+from ..artifacts.labels import labels_from_rt_info
+from ..artifacts.types import OpenVinoIr, artifact_source
 from ..platform.cpu import cpu_info
 from ..platform.devices import DeviceError, OpenVinoDevice, openvino_device
 from ..text import clip
@@ -120,7 +118,7 @@ class OpenVinoRunner(Runner):
         self.quantized = False
         #: The inference type each precision maps to on this device ('f32', 'bf16', 'f16').
         self.inference_type = ''
-        self._parent_sha256 = ''
+        self._ir: OpenVinoIr | None = None
 
     # ------------------------------------------------------------------ class-level facts
     @classmethod
@@ -190,27 +188,20 @@ class OpenVinoRunner(Runner):
                 f'runs as {self._precision_words()}')
 
     def _read_model(self) -> Any:
-        """Read the IR from verified bytes (cache entry) or from the manifest's own files."""
+        """Read the IR the chain hands over (verified bytes of an entry, or the user's IR)."""
         cfg = self.config
-        if cfg.manifest.architecture == 'openvino':
-            source = read_ir_source(cfg.weights)
-            self.labels = source.labels
-            self.artifact, self.model_path, self.cache_hit = 'weights', source.xml, None
-            xml, weights = read_weights(source.xml), read_weights(source.bin)
-        else:
-            entry = ensure_openvino_ir(cfg.manifest, cfg.weights, cfg.cache, cfg.log)
-            self.artifact, self.model_path, self.cache_hit = 'ir', entry.file(IR_XML), entry.hit
-            xml, weights = entry.read_verified(IR_XML), entry.read_verified(IR_BIN)
-        self._parent_sha256 = hashlib.sha256(hashlib.sha256(xml).digest()
-                                             + hashlib.sha256(weights).digest()).hexdigest()
-        return self._model_from(xml, weights)
+        self._ir = artifact_source(cfg.cache, cfg.artifacts, cfg.log).openvino_ir(
+            cfg.manifest, cfg.weights)
+        self.labels = self._ir.labels
+        return self._model_from(self._ir)
 
-    def _model_from(self, xml: bytes, weights: bytes) -> Any:
+    def _model_from(self, ir: OpenVinoIr) -> Any:
         import openvino as ov
 
-        buffer = np.frombuffer(weights, dtype=np.uint8)
+        self.artifact, self.model_path, self.cache_hit = ir.kind, ir.path, ir.hit
+        buffer = np.frombuffer(ir.weights, dtype=np.uint8)
         try:
-            model = _core().read_model(xml, ov.Tensor(buffer))
+            model = _core().read_model(ir.xml, ov.Tensor(buffer))
         except RuntimeError as exc:
             raise RunnerError(f"OpenVINO cannot read the model '{clip(str(self.model_path))}': "
                               f'{clip(str(exc), 400)}') from exc
@@ -221,14 +212,11 @@ class OpenVinoRunner(Runner):
         cfg = self.config
         rect = self.dynamic_shapes and cfg.manifest.rect and cfg.manifest.preprocessing.letterbox
         try:
-            calibration = calibration_set(cfg.calibration_dir, log=cfg.log)
-            entry = ensure_int8_ir(cfg.manifest, self._parent_sha256, lambda: model,
-                                   calibration, rect, cfg.cache, cfg.log)
+            ir = artifact_source(cfg.cache, cfg.artifacts, cfg.log).openvino_int8(
+                cfg.manifest, self._ir, lambda: model, rect, cfg.calibration_dir)
         except CalibrationError as exc:
             raise RunnerError(str(exc)) from exc
-        self.artifact, self.model_path = 'int8-ir', entry.file(IR_XML)
-        self.cache_hit = entry.hit if self.cache_hit is None else self.cache_hit and entry.hit
-        return self._model_from(entry.read_verified(IR_XML), entry.read_verified(IR_BIN))
+        return self._model_from(ir)
 
     # ------------------------------------------------------------------ compile settings
     def _inference_type(self, family: str) -> str:
@@ -264,9 +252,9 @@ class OpenVinoRunner(Runner):
                                         for f, p in per_device.items()) \
             if device.virtual else props['INFERENCE_PRECISION_HINT']
         if any(f in COMPILE_CACHE_FAMILIES for f in per_device):
-            folder = self.config.cache.root / 'openvino-compiled'
-            folder.mkdir(parents=True, exist_ok=True)
-            props['CACHE_DIR'] = str(folder)
+            cfg = self.config
+            props['CACHE_DIR'] = str(artifact_source(cfg.cache, cfg.artifacts, cfg.log)
+                                     .openvino_compile_cache())
         return props
 
     def _precision_words(self) -> str:

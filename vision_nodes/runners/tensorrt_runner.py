@@ -1,8 +1,8 @@
 """TensorRT runner (backend ``tensorrt``): an engine built from the model's ONNX, on one GPU.
 
-The ONNX comes from the cache (exported from PyTorch weights) or is the manifest's own
-``.onnx``; the engine is built from it with the TensorRT Python API and cached
-(:mod:`..artifacts.tensorrt_build`), then loaded from the verified bytes of the cache entry.
+The engine comes from the artifact chain (``RunnerConfig.artifacts``: built from the model's
+ONNX with the TensorRT Python API and cached, int8 calibrated there), and is loaded from the
+verified bytes of its cache entry; this runner only loads and runs it.
 Inference runs on device buffers allocated once at load for the largest input shape, on one
 CUDA stream, with page-locked (pinned) host buffers on the other side of each copy, so the
 copies are asynchronous DMA transfers; device memory, pinned memory and streams come from
@@ -19,7 +19,6 @@ latest 10.x and 11.x (``test/data/tensorrt_api.json``).
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import threading
@@ -30,20 +29,12 @@ from typing import Any
 import numpy as np
 
 from ..artifacts.cache import CacheError
-from ..artifacts.onnx_export import ONNX_FILE, ensure_onnx
-from ..artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
-from ..artifacts.calibration import (CalibrationError, CalibrationSet, calibration_image,
-                                     calibration_set)
-from ..artifacts.tensorrt_build import (EngineBuildError, build_engine, engine_cache_fields,
-                                        engine_file_name, ensure_engine, external_data_sha256,
-                                        log_route, rect_profile, static_profile,
-                                        tensorrt_logger, timing_cache_path, weakly_typed,
-                                        workspace_bytes)
-from ..loaders import read_weights
+from ..artifacts.tensorrt_log import log_route, tensorrt_logger
+from ..artifacts.types import artifact_source, engine_file_name
 from ..platform import cuda
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
-from .onnx_runner import labels_from_metadata
+from .tensorrt_buffers import TensorBuffers
 
 #: Oldest TensorRT major version whose Python API this runner uses.
 MIN_TENSORRT_MAJOR = 10
@@ -75,25 +66,6 @@ def _tensorrt_reason() -> str | None:
     return None
 
 
-def onnx_labels(onnx_bytes: bytes) -> list[str] | None:
-    """Class names in an ONNX model's metadata (read with ``onnx``, else ONNX Runtime)."""
-    try:
-        import onnx
-
-        model = onnx.ModelProto.FromString(onnx_bytes)
-        meta = {p.key: p.value for p in model.metadata_props}
-    except ImportError:
-        try:
-            import onnxruntime
-        except ImportError:
-            return None
-        session = onnxruntime.InferenceSession(onnx_bytes, providers=['CPUExecutionProvider'])
-        meta = session.get_modelmeta().custom_metadata_map
-    except Exception:  # noqa: BLE001 - TensorRT's parser reports a broken model
-        return None
-    return labels_from_metadata(meta)
-
-
 class TensorRTRunner(Runner):
     """Runs a TensorRT engine built (and cached) from the model's ONNX on an NVIDIA GPU."""
 
@@ -111,8 +83,7 @@ class TensorRTRunner(Runner):
         self._input = ''
         self._input_dtype: Any = np.float32
         self._outputs: list[tuple[str, Any]] = []  # (name, numpy dtype), engine order
-        self._buffers: dict[str, tuple[int, int]] = {}  # name -> (device pointer, bytes)
-        self._host: dict[str, tuple[int, int]] = {}  # name -> (pinned host pointer, bytes)
+        self._buffers = TensorBuffers(None)
         self._shape: tuple[int, ...] | None = None
         self._output_shapes: dict[str, tuple[int, ...]] = {}
         self._device = 0
@@ -166,39 +137,6 @@ class TensorRTRunner(Runner):
         self._thread = threading.get_ident()
         return info
 
-    def _onnx(self) -> tuple[bytes, Path]:
-        """Return the model's ONNX and where it lives: the cache entry, or the user's file.
-
-        The path lets TensorRT find weights kept in external files beside the ``.onnx``.
-        """
-        cfg = self.config
-        if cfg.manifest.architecture == 'onnx':
-            return read_weights(cfg.weights), cfg.weights
-        entry = ensure_onnx(cfg.manifest, cfg.weights, cfg.cache, 'fp32')
-        return entry.read_verified(ONNX_FILE), entry.file(ONNX_FILE)
-
-    def _calibration(self) -> CalibrationSet:
-        """List the calibration images, checked and bounded as OpenVINO's are."""
-        cfg = self.config
-        folder = cfg.calibration_dir or getattr(cfg.manifest, 'calibration_dir', '') or ''
-        if not folder:
-            raise self._fail("precision 'int8' needs calibration images: set the "
-                             '`calibration_dir` parameter to a folder of typical camera images '
-                             '(a few hundred), or use fp16')
-        try:
-            return calibration_set(folder, log=cfg.log)
-        except CalibrationError as exc:
-            raise self._fail(str(exc)) from None
-
-    def _calibration_tensors(self, files: tuple[Path, ...], shape: tuple[int, int]):
-        """Yield each calibration image preprocessed exactly as the model's task does it."""
-        from ..tasks.registry import create_task  # the task owns preprocessing
-
-        task = create_task(self.config.manifest)
-        for path in files:
-            tensor, _ = task.preprocess(calibration_image(path), 'bgr8', shape)
-            yield tensor
-
     def _load(self) -> None:
         reason = self.unavailable_reason('tensorrt')
         if reason:
@@ -206,16 +144,14 @@ class TensorRTRunner(Runner):
         cfg = self.config
         self._trt = trt = _import_tensorrt()
         self._rt = cuda.cuda_runtime()
+        self._buffers = TensorBuffers(self._rt)
         if cfg.precision not in ('fp32', 'fp16', 'int8'):
             raise self._fail(f"precision '{cfg.precision}' is not one of fp32, fp16, int8")
-        weak = weakly_typed(trt)
-        if cfg.precision == 'int8' and (not weak or not hasattr(trt, 'IInt8EntropyCalibrator2')):
-            raise self._fail(
-                f'TensorRT {trt.__version__} has no implicit int8 calibration (removed in '
-                "TensorRT 11): use precision 'fp16', or TensorRT 10.x for int8")
         try:
             self.gpu = self._select_gpu()
-            entry = self._engine_entry(trt, weak)
+            entry = artifact_source(cfg.cache, cfg.artifacts, cfg.log).tensorrt_engine(
+                cfg.manifest, cfg.weights, cfg.precision, cfg.calibration_dir, trt=trt,
+                rt=self._rt, gpu=self.gpu)
             self.cache_hit = entry.hit
             self.engine_path = entry.file(engine_file_name(cfg.manifest.name, cfg.precision))
             data = entry.read_verified(self.engine_path.name)
@@ -237,55 +173,6 @@ class TensorRTRunner(Runner):
         except BaseException:
             self._release()
             raise
-
-    def _engine_entry(self, trt: ModuleType, weak: bool):
-        cfg = self.config
-        onnx_bytes, onnx_path = self._onnx()
-        source = onnx_bytes  # the fp32 model: its metadata holds the labels
-        external = external_data_sha256(onnx_bytes, onnx_path.parent)
-        if cfg.precision == 'fp16' and not weak:
-            if external is not None:
-                raise EngineBuildError(
-                    f'fp16 on TensorRT {trt.__version__} builds from an fp16-converted ONNX, '
-                    'and this model keeps its weights in external files, which the '
-                    'conversion does not follow: save it with its weights inside (under 2 '
-                    "GB), or use precision 'fp32'")
-            fp16 = ensure_fp16_onnx(cfg.manifest.name, onnx_bytes, cfg.cache, cfg.log)
-            onnx_bytes = fp16.read_verified(FP16_ONNX_FILE)
-            onnx_path = fp16.file(FP16_ONNX_FILE)
-        manifest = cfg.manifest
-        rect = manifest.rect and manifest.preprocessing.letterbox
-        profile = rect_profile(manifest.input_size, manifest.stride) if rect else \
-            static_profile(manifest.input_size)
-        calibration = self._calibration() if cfg.precision == 'int8' else None
-        assert self.gpu is not None
-        workspace = workspace_bytes(self.gpu)
-        fields = engine_cache_fields(
-            hashlib.sha256(onnx_bytes).hexdigest(), cfg.precision, profile,
-            str(trt.__version__), self.gpu, strongly_typed=not weak,
-            calibration=calibration.sha256 if calibration else None,
-            workspace=workspace, external_data=external)
-
-        def build():
-            cfg.log(f"building a TensorRT {trt.__version__} {cfg.precision} engine for "
-                    f"'{clip(manifest.name)}' on {clip(self.gpu.name)} (sm {self.gpu.sm}): "
-                    'this takes minutes; it is cached for the next start')
-            tensors = None
-            if calibration:
-                shape = (int(profile[1][2]), int(profile[1][3]))
-                tensors = (self._calibration_tensors(calibration.images, shape),
-                           len(calibration.images))
-            engine, facts = build_engine(
-                trt, onnx_bytes, cfg.precision, manifest.input_size, profile,
-                strongly_typed=not weak, log=cfg.log, calibration=tensors, rt=self._rt,
-                onnx_path=onnx_path, workspace=workspace,
-                timing_cache=timing_cache_path(cfg.cache, str(trt.__version__), self.gpu))
-            facts['labels'] = onnx_labels(source)  # the fp32 model's metadata
-            cfg.log(f"TensorRT engine for '{clip(manifest.name)}' built in "
-                    f"{facts['build_seconds']} s")
-            return engine, facts
-
-        return ensure_engine(cfg.cache, manifest.name, fields, build)
 
     def _bind_tensors(self, trt: ModuleType) -> None:
         """Find the engine's input and outputs; allocate device buffers for the largest shape."""
@@ -322,21 +209,10 @@ class TensorRTRunner(Runner):
             shapes[name] = (out_shape, dtype)
             self._output_shapes[name] = out_shape
         for name, (tensor_shape, dtype) in shapes.items():
-            nbytes = int(np.prod(tensor_shape)) * np.dtype(dtype).itemsize
-            pointer, size = self._buffers.get(name, (0, 0))
-            if nbytes > size:
-                if pointer:
-                    cuda.free(self._rt, pointer)
-                    del self._buffers[name]
-                pointer = cuda.malloc(self._rt, nbytes)
-                self._buffers[name] = (pointer, nbytes)
-                self._context.set_tensor_address(name, pointer)
-            host, size = self._host.get(name, (0, 0))
-            if nbytes > size:
-                if host:
-                    cuda.free_host(self._rt, host)
-                    del self._host[name]
-                self._host[name] = (cuda.malloc_host(self._rt, nbytes), nbytes)
+            moved = self._buffers.reserve(
+                name, int(np.prod(tensor_shape)) * np.dtype(dtype).itemsize)
+            if moved is not None:
+                self._context.set_tensor_address(name, moved)
         self._shape = tuple(shape)
 
     def _use_device(self) -> None:
@@ -366,11 +242,11 @@ class TensorRTRunner(Runner):
             self.prepare_shape(tuple(tensor.shape[2:]))
         rt, stream = self._rt, self._stream
         # The pinned input buffer takes the values (any strides, any float dtype) in one copy.
-        host = cuda.host_array(self._host[self._input][0], self._shape, self._input_dtype)
+        host = self._buffers.host(self._input, self._shape, self._input_dtype)
         host[...] = tensor
         try:
             self._use_device()
-            cuda.copy_to_device(rt, self._buffers[self._input][0], host, stream)
+            cuda.copy_to_device(rt, self._buffers.device(self._input), host, stream)
             with log_route(self.config.log):
                 ran = self._context.execute_async_v3(int(stream))
             if not ran:
@@ -378,8 +254,8 @@ class TensorRTRunner(Runner):
                                  'why)')
             outputs = []
             for name, dtype in self._outputs:
-                out = cuda.host_array(self._host[name][0], self._output_shapes[name], dtype)
-                cuda.copy_to_host(rt, out, self._buffers[name][0], stream)
+                out = self._buffers.host(name, self._output_shapes[name], dtype)
+                cuda.copy_to_host(rt, out, self._buffers.device(name), stream)
                 outputs.append(out)
             cuda.stream_synchronize(rt, stream)
         except cuda.CudaError as exc:
@@ -392,23 +268,12 @@ class TensorRTRunner(Runner):
     def _release(self) -> None:
         """Free device and pinned buffers and the stream; drop the context, engine, runtime."""
         rt = self._rt
-        if rt is not None and (self._buffers or self._host or self._stream is not None):
+        if rt is not None and (self._buffers or self._stream is not None):
             try:
                 self._use_device()
             except cuda.CudaError:
                 pass
-        for pointer, _ in self._buffers.values():
-            try:
-                cuda.free(rt, pointer)
-            except cuda.CudaError:
-                pass
-        self._buffers.clear()
-        for pointer, _ in self._host.values():
-            try:
-                cuda.free_host(rt, pointer)
-            except cuda.CudaError:
-                pass
-        self._host.clear()
+        self._buffers.release()
         if self._stream is not None:
             try:
                 cuda.stream_destroy(rt, self._stream)

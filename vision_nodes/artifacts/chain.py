@@ -1,0 +1,217 @@
+"""The artifact chain: every conversion a runner's artifact goes through, as cached steps.
+
+::
+
+    weights ──export──▶ ONNX ──fp16──▶ fp16 ONNX            (ONNX Runtime GPU providers)
+                          │ └──────────▶ TensorRT engine      (fp32/fp16/int8, per GPU)
+                          └──convert──▶ OpenVINO IR ──NNCF──▶ INT8 IR
+                                                    └─────────▶ compiled blobs (GPU/NPU)
+
+Each step is an entry of the engine cache keyed on its parent's hash and on every version
+that changes its result (:mod:`.onnx_export`, :mod:`.onnx_fp16`, :mod:`.openvino_convert`,
+:mod:`.quantize`, :mod:`.tensorrt_build`). The pipeline creates one :class:`ArtifactChain`
+per load and hands it to the runners (``RunnerConfig.artifacts``); a runner asks it for the
+finished artifact with its resolved precision and device facts, and only loads what it gets.
+
+int8 calibration uses one :class:`~.calibration.CalibrationSet` for every backend, turned into
+tensors by the :class:`~.calibration.Preprocessor` the caller makes from the model's task.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Callable
+
+from .cache import CacheEntry, CacheError, EngineCache
+from .calibration import CalibrationError, CalibrationSet, Preprocessor, calibration_set
+from .types import Log, OnnxModel, OpenVinoIr, model_profile, workspace_bytes
+from ..manifest import ModelManifest
+from ..text import clip
+
+#: Folder inside the engine cache for OpenVINO's compiled blobs (its ``CACHE_DIR``).
+OPENVINO_COMPILED_DIR = 'openvino-compiled'
+
+
+def _no_log(_: str) -> None:
+    pass
+
+
+class ArtifactChain:
+    """Asks the cache for each step's entry, building it (and its parents) on a miss.
+
+    ``preprocessor_for(manifest)`` returns the model's calibration preprocessing; without it
+    int8 calibration is refused (the pipeline always gives it).
+    """
+
+    def __init__(self, cache: EngineCache, log: Log = _no_log,
+                 preprocessor_for: Callable[[ModelManifest], Preprocessor] | None = None
+                 ) -> None:
+        self.cache = cache
+        self.log = log
+        self.preprocessor_for = preprocessor_for
+
+    # -- calibration ------------------------------------------------------------------------
+    def calibration(self, manifest: ModelManifest, folder: str
+                    ) -> tuple[CalibrationSet, Preprocessor]:
+        """Return the calibration set of ``folder`` and the model's preprocessing for it."""
+        images = calibration_set(folder, log=self.log)
+        if self.preprocessor_for is None:
+            raise CalibrationError('int8 calibration needs the model\'s preprocessing: load '
+                                   'the model through vision_nodes.pipeline')
+        return images, self.preprocessor_for(manifest)
+
+    # -- ONNX -------------------------------------------------------------------------------
+    def onnx(self, manifest: ModelManifest, weights: Path) -> OnnxModel:
+        """Return the model as fp32 ONNX: the manifest's own ``.onnx`` (by path) or the export."""
+        from ..loaders import check_weights
+        from .onnx_export import ONNX_FILE, ensure_onnx
+
+        if manifest.architecture == 'onnx':
+            return OnnxModel(check_weights(weights), None, None)
+        entry = ensure_onnx(manifest, weights, self.cache, 'fp32')
+        return OnnxModel(entry.file(ONNX_FILE), entry.read_verified(ONNX_FILE), entry.hit)
+
+    def fp16_onnx(self, manifest: ModelManifest, model: OnnxModel) -> OnnxModel:
+        """Return the fp16 conversion of ``model`` (inputs and outputs stay fp32)."""
+        from .onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
+
+        entry = ensure_fp16_onnx(manifest.name, _onnx_bytes(model), self.cache, self.log)
+        return OnnxModel(entry.file(FP16_ONNX_FILE), entry.read_verified(FP16_ONNX_FILE),
+                         entry.hit)
+
+    # -- TensorRT ---------------------------------------------------------------------------
+    def tensorrt_engine(self, manifest: ModelManifest, weights: Path, precision: str,
+                        calibration_dir: str, *, trt: Any, rt: Any, gpu: Any) -> CacheEntry:
+        """Return the engine entry for ``trt``'s version, ``gpu`` and ``precision``.
+
+        The entry holds the engine (``engine_file_name``) and ``build.json`` (with the fp32
+        model's class names under ``labels``). Raises a CacheError (EngineBuildError) saying
+        why no engine can be had.
+        """
+        from . import tensorrt_build as tb
+
+        weak = tb.weakly_typed(trt)
+        if precision == 'int8' and (not weak or not hasattr(trt, 'IInt8EntropyCalibrator2')):
+            raise tb.EngineBuildError(
+                f'TensorRT {trt.__version__} has no implicit int8 calibration (removed in '
+                "TensorRT 11): use precision 'fp16', or TensorRT 10.x for int8")
+        model = self.onnx(manifest, weights)
+        source = _onnx_bytes(model)  # the fp32 model: its metadata holds the labels
+        onnx_bytes, onnx_path = source, model.path
+        external = tb.external_data_sha256(onnx_bytes, onnx_path.parent)
+        if precision == 'fp16' and not weak:
+            if external is not None:
+                raise tb.EngineBuildError(
+                    f'fp16 on TensorRT {trt.__version__} builds from an fp16-converted ONNX, '
+                    'and this model keeps its weights in external files, which the '
+                    'conversion does not follow: save it with its weights inside (under 2 '
+                    "GB), or use precision 'fp32'")
+            fp16 = self.fp16_onnx(manifest, model)
+            onnx_bytes, onnx_path = fp16.data, fp16.path
+        profile = model_profile(manifest)
+        calibration = self._tensorrt_calibration(manifest, calibration_dir) \
+            if precision == 'int8' else None
+        workspace = workspace_bytes(gpu)
+        version = str(trt.__version__)
+        fields = tb.engine_cache_fields(
+            hashlib.sha256(onnx_bytes).hexdigest(), precision, profile, version, gpu,
+            strongly_typed=not weak, calibration=calibration[0].sha256 if calibration else None,
+            workspace=workspace, external_data=external)
+        log = self.log
+
+        def build() -> tuple[bytes, dict[str, Any]]:
+            log(f"building a TensorRT {version} {precision} engine for "
+                f"'{clip(manifest.name)}' on {clip(gpu.name)} (sm {gpu.sm}): this takes "
+                'minutes; it is cached for the next start')
+            tensors = None
+            if calibration:
+                images, preprocessor = calibration
+                # TensorRT calibrates at its calibration profile's opt shape: input_size.
+                tensors = (images.tensors(preprocessor), len(images.images))
+            engine, facts = tb.build_engine(
+                trt, onnx_bytes, precision, manifest.input_size, profile,
+                strongly_typed=not weak, log=log, calibration=tensors, rt=rt,
+                onnx_path=onnx_path, workspace=workspace,
+                timing_cache=tb.timing_cache_path(self.cache, version, gpu))
+            facts['labels'] = tb.onnx_labels(source)
+            log(f"TensorRT engine for '{clip(manifest.name)}' built in "
+                f"{facts['build_seconds']} s")
+            return engine, facts
+
+        return tb.ensure_engine(self.cache, manifest.name, fields, build)
+
+    def _tensorrt_calibration(self, manifest: ModelManifest, folder: str
+                              ) -> tuple[CalibrationSet, Preprocessor]:
+        from .tensorrt_build import EngineBuildError
+
+        folder = folder or manifest.calibration_dir or ''
+        if not folder:
+            raise EngineBuildError("precision 'int8' needs calibration images: set the "
+                                   '`calibration_dir` parameter to a folder of typical camera '
+                                   'images (a few hundred), or use fp16')
+        try:
+            return self.calibration(manifest, folder)
+        except CalibrationError as exc:
+            raise EngineBuildError(str(exc)) from None
+
+    # -- OpenVINO ---------------------------------------------------------------------------
+    def openvino_ir(self, manifest: ModelManifest, weights: Path) -> OpenVinoIr:
+        """Return the fp32 IR (converted through the cache) or the manifest's own IR, verified."""
+        from ..loaders import read_weights
+        from .openvino_convert import IR_BIN, IR_XML, ensure_openvino_ir, read_ir_source
+
+        if manifest.architecture == 'openvino':
+            source = read_ir_source(weights)
+            xml, data = read_weights(source.xml), read_weights(source.bin)
+            return OpenVinoIr(xml, data, source.xml, 'weights', None, source.labels,
+                              _ir_sha256(xml, data))
+        entry = ensure_openvino_ir(manifest, weights, self.cache, self.log)
+        xml, data = entry.read_verified(IR_XML), entry.read_verified(IR_BIN)
+        return OpenVinoIr(xml, data, entry.file(IR_XML), 'ir', entry.hit, None,
+                          _ir_sha256(xml, data))
+
+    def openvino_int8(self, manifest: ModelManifest, parent: OpenVinoIr,
+                      read_parent: Callable[[], Any], rect: bool, calibration_dir: str
+                      ) -> OpenVinoIr:
+        """Return the INT8 IR of ``parent``, quantized with NNCF on the calibration set on a miss.
+
+        ``read_parent()`` returns the parent as an ``openvino.Model`` (called on a miss);
+        with ``rect`` each image is calibrated at the rect shape a frame like it runs at.
+        """
+        from .openvino_convert import IR_BIN, IR_XML
+        from .quantize import ensure_int8_ir
+
+        images, preprocessor = self.calibration(manifest, calibration_dir)
+        entry = ensure_int8_ir(manifest, parent.sha256, read_parent, images, preprocessor,
+                               rect, self.cache, self.log)
+        hit = entry.hit if parent.hit is None else parent.hit and entry.hit
+        xml, data = entry.read_verified(IR_XML), entry.read_verified(IR_BIN)
+        return OpenVinoIr(xml, data, entry.file(IR_XML), 'int8-ir', hit, parent.labels,
+                          _ir_sha256(xml, data))
+
+    def openvino_compile_cache(self) -> Path:
+        """Return the folder for OpenVINO's compiled blobs (``CACHE_DIR``), created if needed."""
+        folder = self.cache.root / OPENVINO_COMPILED_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+
+def _onnx_bytes(model: OnnxModel) -> bytes:
+    """Return the model's bytes: the verified entry's, or the user's file read (bounded)."""
+    if model.data is not None:
+        return model.data
+    from ..loaders import read_weights
+
+    try:
+        return read_weights(model.path)
+    except OSError as exc:
+        raise CacheError(clip(exc, 600)) from exc
+
+
+def _ir_sha256(xml: bytes, weights: bytes) -> str:
+    return hashlib.sha256(hashlib.sha256(xml).digest()
+                          + hashlib.sha256(weights).digest()).hexdigest()
+
+
+__all__ = ['ArtifactChain', 'OPENVINO_COMPILED_DIR']
