@@ -18,6 +18,7 @@ pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts
 
 from rclpy.parameter import Parameter  # noqa: E402
 
+from vision_nodes.ros.compat import lifecycle_state  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
 from vision_nodes.ros.params import PARAMS, REPORTS, coerce, validate  # noqa: E402
 from vision_nodes.tasks.detect import DetectionTask  # noqa: E402
@@ -94,18 +95,18 @@ def test_start_up_values_are_taken_or_named_never_raised(context):
                 if not node.has_parameter(param.name):
                     # A task's parameter for a model that did not resolve: declared (and
                     # checked) at configure, once the model does.
-                    assert param.name in TASK_SPECS and param.name not in node._startup_errors
+                    assert param.name in TASK_SPECS and param.name not in node.parameters.errors
                     continue
-                refused = param.name in node._startup_errors
+                refused = param.name in node.parameters.errors
                 assert refused == _expected_error(spec, param.name, param.value), \
-                    (param.name, param.value, node._startup_errors)
+                    (param.name, param.value, node.parameters.errors)
                 if refused:
-                    message = node._startup_errors[param.name]
+                    message = node.parameters.errors[param.name]
                     assert message.startswith(f'parameter {param.name}: ')
                     assert '\n' not in message and len(message) < 600
-                    assert node._p(param.name) == spec.default
+                    assert node.parameters.value(param.name) == spec.default
                 else:
-                    assert node._p(param.name) == coerce(spec, param.value)
+                    assert node.parameters.value(param.name) == coerce(spec, param.value)
         finally:
             node.destroy_node()
 
@@ -143,10 +144,10 @@ def test_live_sets_are_taken_or_refused_with_a_reason(context):
                 (name, value, result.reason)
             if not result.successful:
                 assert result.reason and '\n' not in result.reason
-            stored = node._p(name)
+            stored = node.parameters.value(name)
             if not (isinstance(stored, list) and not stored):
                 assert _expected_error(spec, name, stored) is False, (name, stored)
-        assert node._state() == 'unconfigured'
+        assert lifecycle_state(node) == 'unconfigured'
     finally:
         node.destroy_node()
 

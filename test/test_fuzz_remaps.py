@@ -32,6 +32,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
+from vision_nodes.ros.compat import lifecycle_state  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
 
 SCALE = max(1, int(os.environ.get('VISION_NODES_FUZZ_SCALE', '1')))
@@ -149,7 +150,8 @@ def test_fuzzed_remaps_fail_the_right_transition_in_one_line(context, manifests,
             capfd.readouterr()
             clash = len(set(outs)) < len(outs) or any(t in FOREIGN for t in outs)
             configured = node.trigger_configure()
-            assert (node._state() == 'unconfigured') == clash, (rules, node._state())
+            state = lifecycle_state(node)
+            assert (state == 'unconfigured') == clash, (rules, state)
             if clash:
                 outcomes['configure'] += 1
                 message = _failure(capfd, 'configure')
@@ -158,7 +160,8 @@ def test_fuzzed_remaps_fail_the_right_transition_in_one_line(context, manifests,
                 loop = image in outs or info in outs or image == info or \
                     image in FOREIGN or info in FOREIGN
                 node.trigger_activate()
-                assert (node._state() == 'inactive') == loop, (rules, node._state())
+                state = lifecycle_state(node)
+                assert (state == 'inactive') == loop, (rules, state)
                 if loop:
                     outcomes['activate'] += 1
                     message = _failure(capfd, 'activate')
@@ -166,8 +169,8 @@ def test_fuzzed_remaps_fail_the_right_transition_in_one_line(context, manifests,
                 else:
                     outcomes['active'] += 1
                     message = ''
-                    assert node.trigger_deactivate() and node._state() == 'inactive'
-                assert node.trigger_cleanup() and node._state() == 'unconfigured'
+                    assert node.trigger_deactivate() and lifecycle_state(node) == 'inactive'
+                assert node.trigger_cleanup() and lifecycle_state(node) == 'unconfigured'
                 _baseline(node)
             assert configured is not None
             if message:
@@ -198,7 +201,7 @@ def test_a_type_another_process_uses_is_a_warning(manifests, tmp_path, capfd):
             time.sleep(0.05)
         capfd.readouterr()
         node.trigger_configure()
-        assert node._state() == 'inactive'
+        assert lifecycle_state(node) == 'inactive'
         err = capfd.readouterr().err
         assert ("output 'det/detections' (vision_msgs/msg/Detection2DArray) is on topic "
                 "'/used_elsewhere', which the ROS graph also has as std_msgs/msg/String") in err
@@ -222,7 +225,7 @@ def test_lazy_input_on_a_held_topic_is_logged_and_the_node_spins_on(context, man
     try:
         node.trigger_configure()
         node.trigger_activate()
-        assert node._state() == 'active'
+        assert lifecycle_state(node) == 'active'
         capfd.readouterr()
         holder.create_subscription(Detection2DArray, '/det/detections', lambda _: None, 1)
         err, deadline = '', time.monotonic() + 20
@@ -232,7 +235,7 @@ def test_lazy_input_on_a_held_topic_is_logged_and_the_node_spins_on(context, man
         assert ("cannot take images: input 'image' (sensor_msgs/msg/Image) cannot use topic "
                 "'/held_elsewhere': this process already has it as std_msgs/msg/String") in err
         executor.spin_once(timeout_sec=0.1)  # still spinning
-        assert node.trigger_deactivate() and node._state() == 'inactive'
+        assert node.trigger_deactivate() and lifecycle_state(node) == 'inactive'
     finally:
         executor.shutdown()
         node.release()

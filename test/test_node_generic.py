@@ -76,6 +76,54 @@ def test_two_models_share_one_subscription_with_their_own_topics_and_parameters(
         h.close()
 
 
+def _scores(h, msg) -> list[float]:
+    """Configure and activate ``h``'s node, send ``msg``; return the detections' scores."""
+    c = h.client
+    assert c.change_state('configure', timeout=300) and c.change_state('activate')
+    answers = c.subscribe(Detection2DArray, '/detections', 10)
+    image = c.publisher(Image, '/image', 10)
+    assert wait_for(lambda: c.node.count_subscribers('/image') == 1, 30.0)
+    got = h.send(msg, answers, image)
+    assert got is not None
+    return [d.results[0].hypothesis.score for d in got.detections]
+
+
+def test_manifest_thresholds_are_the_parameter_defaults_unless_the_user_sets_them(
+        model_dir, engine_cache_dir, tmp_path, bus_msg):
+    """thresholds: {confidence: 0.6} in a manifest → confidence_threshold is 0.6 after
+    configure and nothing below 0.6 is published; a value the user gives still wins, also
+    for one model among several (<model>.confidence_threshold). On bus.jpg YOLOv8n's four
+    boxes score 0.85 to 0.9, so a manifest at 0.88 shows where the node filters."""
+    strict = manifest_copy(tmp_path, 'strict', thresholds={'confidence': 0.6, 'iou': 0.5})
+    high = manifest_copy(tmp_path, 'high', thresholds={'confidence': 0.88})
+    other = manifest_copy(tmp_path, 'other')
+    found = {}
+    for name, params, expected in (
+            ('strict', {'model': strict}, 0.6), ('high', {'model': high}, 0.88),
+            ('high_set', {'model': high, 'confidence_threshold': 0.3}, 0.3)):
+        h = Harness(_params(model_dir, engine_cache_dir, **params), f'vn_{name}')
+        try:
+            found[name] = _scores(h, bus_msg)
+            assert h.client.get_parameters('confidence_threshold') == {
+                'confidence_threshold': expected}
+            assert found[name] and min(found[name]) >= expected, (name, found[name])
+        finally:
+            h.close()
+    assert len(found['high']) < len(found['high_set']), found
+    assert min(found['high_set']) < 0.88, found
+    h = Harness(_params(model_dir, engine_cache_dir, models=[strict, other],
+                        **{'other.confidence_threshold': 0.7}), 'vn_thresholds_two')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=300)
+        assert c.get_parameters('strict.confidence_threshold', 'strict.iou_threshold',
+                                'other.confidence_threshold', 'other.iou_threshold') == {
+            'strict.confidence_threshold': 0.6, 'strict.iou_threshold': 0.5,
+            'other.confidence_threshold': 0.7, 'other.iou_threshold': 0.45}
+    finally:
+        h.close()
+
+
 def test_invalid_saved_backend_is_reset_or_refused(model_dir, engine_cache_dir, manifests):
     """A backend the models cannot use: reset to the best valid one (the parameter says so),
     or, with strict_backend, a configure failure naming the valid ones."""

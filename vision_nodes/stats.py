@@ -1,7 +1,7 @@
 """Frame statistics and health rules behind the node's diagnostics. ROS-free.
 
 :class:`FrameStats` is updated from the node's threads (the subscription callback counts
-frames received and the stale frames it replaces in the one-slot mailbox; the inference worker
+frames received and the stale frames the middleware dropped meanwhile; the inference worker
 counts frames processed, their latency and errors) and read about once a second to publish
 ``/diagnostics``. Every update is O(1) under one lock; the sliding window is kept as bounded
 deques of event times that are pruned when read.
@@ -128,7 +128,7 @@ class FrameStats:
                 self._first_image = now
 
     def on_dropped(self) -> None:
-        """Count a frame replaced in the mailbox before the worker took it."""
+        """Count a stale frame dropped before the inference thread could take it."""
         with self._lock:
             self._totals['dropped'] += 1
             self._dropped.append(self._clock())

@@ -19,9 +19,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-
 from ..text import clip
+from .compat import RCLError
 
 
 class TopicClashError(ValueError):
@@ -137,7 +136,7 @@ class Endpoints:
              create: Callable[[], Any]) -> Any:
         try:
             entity = create()
-        except _rclpy.RCLError as exc:  # another node of this process holds the topic
+        except RCLError as exc:  # another node of this process holds the topic
             held = ', '.join(sorted(self._types(endpoint.topic) - {endpoint.type_name}))
             why = (f'this process already has it as {clip(held, 160)}' if held
                    else f'rcl refuses it ({clip(exc, 200)})')

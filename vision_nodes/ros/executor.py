@@ -15,36 +15,18 @@ beside the spinning thread while it goes on answering services and taking images
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import weakref
 from typing import Any, Callable
 
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
-from rclpy.executors import (ConditionReachedException, ShutdownException,
-                             SingleThreadedExecutor, TimeoutException)
+import rclpy
+from rclpy.executors import (ConditionReachedException, ExternalShutdownException,
+                             ShutdownException, TimeoutException)
 
-
-class FrameGate(MutuallyExclusiveCallbackGroup):
-    """A callback group that can be closed: while closed, its entities are not waited on.
-
-    The node puts its image subscription here and closes the gate while a frame is being
-    processed. rclpy leaves entities that cannot execute out of the wait set, so the frames
-    that arrive meanwhile stay in the middleware, where the subscription's KEEP_LAST history
-    keeps only the newest: nothing takes, copies and converts frames that would be dropped,
-    and the executor's thread stays free for services. Opening the gate must wake the
-    executor (a guard condition) so that it waits on the subscription again.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.open = True
-
-    def can_execute(self, entity: Any) -> bool:
-        return self.open and super().can_execute(entity)
-
-    def beginning_execution(self, entity: Any) -> bool:
-        return self.open and super().beginning_execution(entity)
+from . import compat
 
 
 def move_to_group(entity: Any, group: CallbackGroup) -> None:
@@ -59,14 +41,14 @@ def move_to_group(entity: Any, group: CallbackGroup) -> None:
 def isolate_transitions(node: Any) -> CallbackGroup:
     """Move the lifecycle node's ``change_state`` service into a group of its own."""
     group = MutuallyExclusiveCallbackGroup()
-    service = getattr(node, '_service_change_state', None)
+    service = compat.change_state_service(node)
     if service is None:  # no lifecycle communication interface
         return group
     move_to_group(service, group)
     return group
 
 
-class TransitionExecutor(SingleThreadedExecutor):
+class TransitionExecutor(compat.SteppedExecutor):
     """Run callbacks inline, except those of ``background`` groups (each on a thread of its own).
 
     A background callback gets a fresh daemon thread that ends with it. Fresh, because a
@@ -109,10 +91,10 @@ class TransitionExecutor(SingleThreadedExecutor):
                 raise exception
         except BaseException as exc:  # noqa: BLE001 - handed back to the spinning thread
             self._error = exc
-            self._guard.trigger()
+            compat.wake(self)
 
-    def _spin_once_impl(self, timeout_sec: Any = None,
-                        wait_condition: Callable[[], bool] = lambda: False) -> None:
+    def spin_step(self, timeout_sec: Any, wait_condition: Callable[[], bool]) -> None:
+        """Run one ready callback: inline, or on a thread of its own for a background group."""
         error, self._error = self._error, None
         if error is not None:
             raise error
@@ -133,3 +115,35 @@ class TransitionExecutor(SingleThreadedExecutor):
         if exception is not None:
             raise exception
         handler.result()
+
+
+def spin_until_shutdown(node: Any) -> None:
+    """Spin ``node`` until SIGINT/SIGTERM or its shutdown transition; then release it.
+
+    Its transitions (``node.transitions``) run off the spinning thread; the loop ends when
+    ``node.finalized`` is set, and rclpy is shut down at the end.
+    """
+    executor = TransitionExecutor()
+    executor.run_in_background(node.transitions)
+    executor.add_node(node)
+    try:
+        while rclpy.ok(context=node.context) and not node.finalized:
+            executor.spin_once(timeout_sec=0.5)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except Exception:
+        # SIGINT/SIGTERM shut the context down under the executor, which may then fail to
+        # build its wait set; that is a normal shutdown. Anything else is a real error.
+        if rclpy.ok(context=node.context):
+            raise
+    finally:
+        # A second SIGINT (ros2 launch sends one to the whole process group) must not cut
+        # the release short with a KeyboardInterrupt traceback.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+        executor.shutdown(timeout_sec=0)
+        if not executor.wait_idle(10.0):
+            node.get_logger().warning('exiting while a transition is still running')
+        node.release()
+        node.destroy_node()
+        rclpy.try_shutdown()

@@ -15,6 +15,7 @@ from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescr
 from ..param_spec import ParamSpec
 from ..platform.devices import DeviceError, parse_device
 from ..text import clip
+from .compat import parameter_overrides
 from ..runners.base import PRECISIONS
 from ..runners.registry import BACKEND_CHOICES
 from ..runners.onnx_runner import EXECUTION_PROVIDERS
@@ -182,7 +183,7 @@ def declare(node: Any, spec: ParamSpec, name: str | None = None,
     from rclpy.parameter import Parameter
 
     name = name or spec.name
-    override = None if spec in REPORTS else getattr(node, '_parameter_overrides', {}).get(name)
+    override = None if spec in REPORTS else parameter_overrides(node).get(name)
     if spec.default == []:
         node.declare_parameter(name, Parameter.Type.STRING_ARRAY, descriptor(spec, name),
                                ignore_override=True)

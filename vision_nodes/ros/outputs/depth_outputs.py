@@ -13,7 +13,7 @@ Every image carries its input image's header.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
@@ -33,8 +33,10 @@ CAMERA_INFO_IN = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
 class DepthOutputs:
     """Publishers of one depth model."""
 
-    def __init__(self, node: Any, model: ModelPipeline, namespace: str = '') -> None:
+    def __init__(self, node: Any, model: ModelPipeline, namespace: str = '',
+                 report_error: Callable[[str], None] = lambda text: None) -> None:
         self._node = node
+        self._report_error = report_error
         self._task = model.task
         self._namespace = namespace
         topic = 'depth' if model.task.metric else 'depth/relative'
@@ -88,7 +90,7 @@ class DepthOutputs:
             try:
                 self._info_out.publish(camera_info_for(info, header, result.shape))
             except ValueError as exc:
-                self._node.report_error(f'camera_info not republished: {exc}')
+                self._report_error(f'camera_info not republished: {exc}')
 
     def destroy(self) -> None:
         """Destroy the publishers and the camera_info subscription."""

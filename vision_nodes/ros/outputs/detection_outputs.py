@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Header
@@ -22,8 +22,10 @@ LATCHED = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
 class DetectionOutputs:
     """Publishers of one detection model: ``<ns>detections`` and ``<ns>label_info``."""
 
-    def __init__(self, node: Any, model: ModelPipeline, namespace: str = '') -> None:
+    def __init__(self, node: Any, model: ModelPipeline, namespace: str = '',
+                 report_error: Callable[[str], None] = lambda text: None) -> None:
         self._node = node
+        self._report_error = report_error
         self._labels = model.labels
         if not self._labels:
             node.get_logger().warning(f"model '{model.manifest.name}' has no class names: "

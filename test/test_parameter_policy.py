@@ -1,0 +1,103 @@
+"""The node's parameter policy in-process (no model loaded): manifest defaults and the user.
+
+A manifest's ``thresholds`` are the defaults of its model's parameters; a value the user gave
+(start-up override, ``ros2 param set``) is kept when the manifests change; one rule says when
+a change may apply, for the node's parameters and the tasks' alike.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+rclpy = pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
+pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts/setup_env.sh)')
+
+from rclpy.parameter import Parameter  # noqa: E402
+
+from node_harness import manifest_copy  # noqa: E402
+from vision_nodes.ros.node import VisionNode  # noqa: E402
+from vision_nodes.ros.params import SPECS  # noqa: E402
+from vision_nodes.ros.parameters import when_refused  # noqa: E402
+from vision_nodes.tasks import param_defaults, task_class  # noqa: E402
+from vision_nodes.manifest import resolve_manifest  # noqa: E402
+from vision_nodes.tasks.depth import DepthTask  # noqa: E402
+
+
+@pytest.fixture
+def context():
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    yield ctx
+    rclpy.shutdown(context=ctx)
+
+
+@pytest.fixture
+def manifests(tmp_path):
+    return {'strict': manifest_copy(tmp_path, 'strict', thresholds={'confidence': 0.6}),
+            'high': manifest_copy(tmp_path, 'high', thresholds={'confidence': 0.88,
+                                                                'max_detections': 7}),
+            'plain': manifest_copy(tmp_path, 'plain')}
+
+
+def _values(node, *names):
+    return {name: node.get_parameter(name).value for name in names}
+
+
+def test_task_defaults_read_the_manifest_thresholds(manifests):
+    assert param_defaults(resolve_manifest(manifests['high'])) == {
+        'confidence_threshold': 0.88, 'iou_threshold': 0.45, 'max_detections': 7}
+    assert param_defaults(resolve_manifest('depth_anything_v2_small')) == {
+        spec.name: spec.default for spec in task_class('depth').params}
+
+
+def test_manifest_defaults_follow_the_model_and_the_users_values_stay(context, manifests):
+    """Declared at start-up with the manifest's values; a new model's manifest gives its own
+    defaults; a value the user set survives the change of model."""
+    node = VisionNode('policy', context=context,
+                      parameter_overrides=[Parameter('model', value=manifests['strict'])])
+    try:
+        policy = node.parameters
+        assert _values(node, 'confidence_threshold') == {'confidence_threshold': 0.6}
+        assert policy.model('', 'detect').current.confidence == 0.6
+        assert node.set_parameters([Parameter('model', value=manifests['high'])])[0].successful
+        policy.declare_models(policy.manifests())
+        assert _values(node, 'confidence_threshold', 'max_detections') == {
+            'confidence_threshold': 0.88, 'max_detections': 7}
+        assert policy.model('', 'detect').current.confidence == 0.88
+        assert node.set_parameters([Parameter('max_detections', value=20)])[0].successful
+        assert node.set_parameters([Parameter('model', value=manifests['plain'])])[0].successful
+        policy.declare_models(policy.manifests())
+        assert _values(node, 'confidence_threshold', 'max_detections') == {
+            'confidence_threshold': 0.25, 'max_detections': 20}
+    finally:
+        node.destroy_node()
+
+
+def test_start_up_value_wins_over_the_manifest(context, manifests):
+    node = VisionNode('policy_set', context=context, parameter_overrides=[
+        Parameter('model', value=manifests['strict']),
+        Parameter('confidence_threshold', value=0.3)])
+    try:
+        assert _values(node, 'confidence_threshold') == {'confidence_threshold': 0.3}
+        node.set_parameters([Parameter('model', value=manifests['high'])])
+        node.parameters.declare_models(node.parameters.manifests())
+        assert _values(node, 'confidence_threshold', 'max_detections') == {
+            'confidence_threshold': 0.3, 'max_detections': 7}
+        assert node.parameters.model('', 'detect').current.confidence == 0.3
+    finally:
+        node.destroy_node()
+
+
+def test_one_rule_says_when_a_change_applies():
+    """The node's image_transport and a depth model's publish_camera_info both apply at
+    activate: refused while active with the same steps, taken while inactive."""
+    camera_info = next(s for s in DepthTask.params if s.name == 'publish_camera_info')
+    for spec, name in ((SPECS['image_transport'], 'image_transport'),
+                       (camera_info, 'depth.publish_camera_info')):
+        refused = when_refused(spec, name, 'active', '/vn')
+        assert refused.startswith(f'{name} applies when the node activates: run '
+                                  '`ros2 lifecycle set /vn deactivate`'), refused
+        assert when_refused(spec, name, 'inactive', '/vn') is None
+    locked = when_refused(SPECS['backend'], 'backend', 'inactive', '/vn')
+    assert locked.startswith("backend is locked while the node is configured (state "
+                             "'inactive')"), locked

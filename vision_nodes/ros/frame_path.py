@@ -1,0 +1,186 @@
+"""The one frame path: image message -> conversion -> every model -> its outputs.
+
+Stale frames are dropped in one place, the middleware, and counted in one place,
+:meth:`FramePath.on_image`. While a frame is processed the image subscription's callback
+group (the gate) is closed: rclpy leaves it out of the wait set, so frames arriving meanwhile
+stay in the middleware, where the subscription's KEEP_LAST history keeps only the newest.
+Nothing takes, copies or converts a frame that would be dropped, and the executor's thread
+stays free for services. The gap in the publisher's sequence numbers tells how many frames
+were dropped. Frames run on an inference thread of their own; with several models, each
+model after the first runs on a thread of its own, at the same time.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+
+from ..images import ImageConversionError
+from ..pipeline import ModelPipeline
+from ..stats import FrameStats, stamp_latency
+from . import compat
+from .compressed_input import compressed_to_numpy
+from .image_input import image_to_array
+from .outputs.protocol import Outputs
+
+#: Largest sequence gap read as dropped frames (a bigger one is a restarted publisher).
+_MAX_GAP = 100_000
+
+
+@dataclass
+class LoadedModel:
+    """One configured model: its pipeline, its live parameters, its outputs."""
+
+    name: str
+    pipeline: ModelPipeline
+    params: Any
+    outputs: Outputs
+
+
+class _Gate(MutuallyExclusiveCallbackGroup):
+    """A callback group that can be closed: while closed, its entities are not waited on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open = True
+
+    def can_execute(self, entity: Any) -> bool:
+        return self.open and super().can_execute(entity)
+
+    def beginning_execution(self, entity: Any) -> bool:
+        return self.open and super().beginning_execution(entity)
+
+
+class FramePath:
+    """Take one frame at a time from the image subscription; run it; publish its results."""
+
+    def __init__(self, node: Any, log_error: Callable[[str], None],
+                 lazy: Callable[[], bool]) -> None:
+        self._node = node
+        self._log_error = log_error
+        self._lazy = lazy
+        #: The callback group the image subscription goes in.
+        self.gate = _Gate()
+        self._wake = node.create_guard_condition(lambda: None)
+        self.stats = FrameStats()
+        self._lock = threading.RLock()  # the models, against transitions
+        self.models: list[LoadedModel] = []
+        self._frames: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._helpers: dict[str, ThreadPoolExecutor] = {}
+        #: Publication sequence number of the last frame taken, per publisher.
+        self._last_seq: dict[bytes, int] = {}
+
+    def load(self, models: list[LoadedModel]) -> list[LoadedModel]:
+        """Use ``models`` from the next frame; return the ones used before."""
+        with self._lock:
+            old, self.models = self.models, models
+        return old
+
+    def start(self) -> None:
+        """Start the inference thread, with the gate open and the counts at zero."""
+        self.stats.reset()
+        self._last_seq.clear()
+        self.gate.open = True
+        self._helpers = {m.name: ThreadPoolExecutor(1, thread_name_prefix=m.name)
+                         for m in self.models[1:]}
+        self._thread = threading.Thread(target=self._loop, name='inference', daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Finish the frame in flight and stop the inference thread (idempotent)."""
+        if self._thread is not None:
+            self._frames.put(None)
+            self._thread.join()
+            self._thread = None
+        self.gate.open = True
+        for pool in self._helpers.values():
+            pool.shutdown(wait=True)
+        self._helpers = {}
+
+    @property
+    def callback(self) -> Callable[..., None]:
+        """Return the image subscription handler (with message info where rclpy gives it)."""
+        return self.on_image_with_info if compat.MESSAGE_INFO else self.on_image
+
+    def on_image(self, msg: Any) -> None:
+        """Close the gate and hand the frame to the inference thread."""
+        self.gate.open = False
+        self.stats.on_received()
+        self._frames.put(msg)
+
+    def on_image_with_info(self, msg: Any, info: Any) -> None:
+        """Count the frames the middleware dropped before this one, then :meth:`on_image`."""
+        seq = info.get('publication_sequence_number') if isinstance(info, dict) else None
+        gid = (info.get('publisher_gid') or {}).get('data') if seq is not None else None
+        if gid is not None:
+            last = self._last_seq.get(bytes(gid))
+            self._last_seq[bytes(gid)] = seq
+            if last is not None and 1 < seq - last < _MAX_GAP:
+                for _ in range(min(seq - last - 1, 1000)):
+                    self.stats.on_received()
+                    self.stats.on_dropped()
+        self.on_image(msg)
+
+    def frame_error(self, text: str) -> None:
+        """Count and log (rate-limited) an error about one frame."""
+        self.stats.on_error(text)
+        self._log_error(text)
+
+    def _loop(self) -> None:
+        while True:
+            msg = self._frames.get()
+            if msg is None:
+                return
+            try:
+                self._process(msg)
+            finally:
+                self.gate.open = True
+                self._wake.trigger()
+
+    def _process(self, msg: Any) -> None:
+        """Convert once, run every wanted model, publish each result."""
+        started = time.monotonic()
+        with self._lock:
+            models, helpers = self.models, self._helpers
+            if not models:
+                return
+            try:
+                if hasattr(msg, 'format'):  # sensor_msgs/CompressedImage
+                    image, encoding = compressed_to_numpy(msg)
+                else:
+                    image, encoding = image_to_array(msg)
+            except ImageConversionError as exc:
+                self.frame_error(f'skipping image: {exc}')
+                return
+            lazy = self._lazy() and len(models) > 1
+            wanted = [m for m in models if not lazy or m.outputs.wanted()]
+            pending = [helpers[m.name].submit(self._run, m, image, encoding, msg.header)
+                       for m in wanted[1:]]
+            results = [self._run(wanted[0], image, encoding, msg.header)] if wanted else []
+            results += [future.result() for future in pending]
+        if any(results):
+            stamp = msg.header.stamp
+            self.stats.on_processed(
+                stamp_latency(stamp.sec, stamp.nanosec, self._node.get_clock().now().nanoseconds),
+                time.monotonic() - started)
+
+    def _run(self, model: LoadedModel, image: Any, encoding: str, header: Any) -> bool:
+        """Run one model on a converted frame and publish its result; False if it failed."""
+        try:
+            result = model.pipeline.process(image, encoding, model.params.current)
+        except ImageConversionError as exc:
+            self.frame_error(f'skipping image: {exc}')
+            return False
+        except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
+            self.frame_error(f"model '{model.name}': inference failed on a frame: "
+                             f'{type(exc).__name__}: {exc}')
+            return False
+        model.outputs.publish(result, header)
+        return True

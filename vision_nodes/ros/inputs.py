@@ -1,0 +1,143 @@
+"""The node's image input: raw or compressed, QoS auto, lazy; created on activate.
+
+One subscription feeds every model of the node: ``image`` (``sensor_msgs/Image``) or, with
+``image_transport: compressed``, ``<image>/compressed`` (``sensor_msgs/CompressedImage``, named
+as image_transport names it: the remapped base topic plus ``/compressed``). It is created with
+an explicit QoS (chosen by the node from ``qos_reliability``, see :mod:`.qos`) and reports
+publishers it cannot hear through rclpy's incompatible-QoS event, which otherwise fails
+silently ("no detections"). :meth:`ImageInput.update` (a 2 Hz timer while active) keeps it as
+it should be: subscribed only while an output has a subscriber in lazy mode, re-subscribed
+when ``qos_reliability: auto`` sees a publisher the current QoS cannot reach.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import CompressedImage, Image
+
+from ..text import clip
+from .compressed_input import compressed_topic
+from .qos import choose_qos, explain_silence, review_qos, subscription_qos
+
+try:  # Iron and later
+    from rclpy.event_handler import SubscriptionEventCallbacks
+except ImportError:  # Humble
+    from rclpy.qos_event import SubscriptionEventCallbacks
+
+
+class ImageInput:
+    """The subscription to the raw or compressed image topic, re-creatable with another QoS."""
+
+    def __init__(self, node: Any, callback: Callable[..., None], param: Callable[[str], Any],
+                 log_error: Callable[[str], None], callback_group: Any = None) -> None:
+        self._node = node
+        self._callback = callback
+        self._group = callback_group
+        self._param = param
+        self._log_error = log_error
+        self._idle_logged = False
+        transport = param('image_transport')
+        self.transport = transport
+        if transport == 'compressed':
+            self.msg_type, self._name = CompressedImage, compressed_topic(node)
+            self.type_name = 'sensor_msgs/msg/CompressedImage'
+        else:
+            self.msg_type, self._name = Image, 'image'
+            self.type_name = 'sensor_msgs/msg/Image'
+        #: The topic subscribed: the name resolved as rcl resolves it (remapping applied).
+        self.topic_name = node.resolve_topic_name(self._name)
+        #: How errors name this input: the name its remap rule takes (also for compressed).
+        self.label = 'image'
+        self._sub = None
+        #: The QoS of the current (or last) subscription.
+        self.qos: QoSProfile | None = None
+
+    @property
+    def subscribed(self) -> bool:
+        """Whether the subscription exists."""
+        return self._sub is not None
+
+    def subscribe(self, qos: QoSProfile) -> None:
+        """(Re)create the subscription with this QoS."""
+        self.unsubscribe()
+        events = SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible_qos)
+        self._sub = self._node.endpoints.subscription(
+            self.msg_type, self._name, self._callback, qos, label=self.label,
+            event_callbacks=events, callback_group=self._group)
+        self.qos = qos
+
+    def unsubscribe(self) -> None:
+        """Destroy the subscription (idempotent)."""
+        if self._sub is not None:
+            self._node.endpoints.destroy(self._sub)
+            self._sub = None
+
+    def check_topic(self) -> None:
+        """Refuse (TopicClashError) a topic that clashes with another of the node's."""
+        self._node.endpoints.plan('input', self.msg_type, self._name, self.label)
+
+    def publishers(self) -> list[Any]:
+        """Endpoint infos (with QoS) of the publishers on the topic."""
+        return self._node.get_publishers_info_by_topic(self.topic_name)
+
+    def update(self, wanted: bool) -> None:
+        """Subscribe, unsubscribe or re-subscribe: lazy mode (``wanted``), QoS auto."""
+        log = self._node.get_logger()
+        if wanted and not self.subscribed:
+            self.subscribe(self._choose_qos())
+            if self._param('lazy'):
+                log.info('lazy: an output has a subscriber; taking images')
+        elif not wanted and (self.subscribed or not self._idle_logged):
+            self.unsubscribe()
+            log.info('lazy: no subscriber on any output; not taking images')
+        elif wanted and self._param('qos_reliability') == 'auto':
+            change = review_qos(self.publishers(), self.qos, int(self._param('qos_depth')),
+                                self.topic_name)
+            if change is not None:
+                log.warning(f're-subscribing: {change.reason}')
+                self.subscribe(change.profile)
+        self._idle_logged = not wanted
+
+    def update_in_timer(self, wanted: Callable[[], bool]) -> None:
+        """:meth:`update` on the executor's thread, where a failure must not escape.
+
+        Activate checked the image topic; what only rcl can refuse (a topic another node of
+        this process holds with another type) is logged, rate-limited, and retried.
+        """
+        try:
+            self.update(wanted())
+        except Exception as exc:  # noqa: BLE001 - the node must keep spinning
+            self._log_error(f'cannot take images: {clip(exc, 600)}')
+
+    def _choose_qos(self) -> QoSProfile:
+        """Return the QoS for ``qos_reliability`` (auto: what all cameras reach)."""
+        reliability, depth = self._param('qos_reliability'), int(self._param('qos_depth'))
+        if reliability != 'auto':
+            return subscription_qos(reliability, depth)
+        choice = choose_qos(self.publishers(), depth, self.topic_name)
+        self._node.get_logger().info(choice.reason)
+        return choice.profile
+
+    def _on_incompatible_qos(self, info: Any) -> None:
+        """Report a publisher on the image topic that cannot reach us."""
+        policy = getattr(info.last_policy_kind, 'name', str(info.last_policy_kind))
+        hint = (' (a best-effort camera: set qos_reliability to best_effort or auto)'
+                if 'RELIABILITY' in policy.upper() else '')
+        self._log_error(f"a publisher on '{self.topic_name}' offers a QoS incompatible with "
+                        f'this subscription (policy {policy}){hint}; its images are not '
+                        'received')
+
+    def qos_text(self) -> str:
+        """Describe the subscription's QoS for the diagnostics ('reliable, depth 1 (auto)')."""
+        if self.qos is None:
+            return 'n/a'
+        reliable = self.qos.reliability == ReliabilityPolicy.RELIABLE
+        return (f"{'reliable' if reliable else 'best effort'}, depth {self.qos.depth} "
+                f"({self._param('qos_reliability')})")
+
+    def explain_silence(self) -> str:
+        """Why no image arrives (for the diagnostics)."""
+        return explain_silence(self.publishers(), self.qos or subscription_qos('reliable', 1),
+                               self.topic_name, self.type_name)

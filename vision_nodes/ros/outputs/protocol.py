@@ -1,0 +1,46 @@
+"""What the node asks of a task's outputs (one class per task, looked up in :mod:`.registry`).
+
+An outputs class is built as ``cls(node, model, namespace, report_error)``: it makes its
+publishers (and subscriptions, e.g. a camera_info to republish) through ``node.endpoints``
+(:mod:`..endpoints`), so a remap that puts two of the node's endpoints on one topic is refused
+in one line; it reads the node's clock and logger; it reports a problem with one frame's output
+through ``report_error`` (counted and rate-limited by the frame path). It never calls the
+node back otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from ...pipeline import ModelPipeline
+
+
+@runtime_checkable
+class Outputs(Protocol):
+    """The publishers of one model."""
+
+    @property
+    def topics(self) -> list[str]:
+        """Resolved names of the topics published (the per-frame one first)."""
+
+    def wanted(self) -> bool:
+        """Whether anything subscribes to a per-frame output (lazy mode asks)."""
+
+    def activate(self, params: Any) -> None:
+        """Start publishing with the task's current parameters (per-activation messages)."""
+
+    def deactivate(self) -> None:
+        """Stop what activate started; the publishers stay."""
+
+    def params_changed(self, old: Any, new: Any) -> None:
+        """Take the task's changed parameters (the next frame uses ``new``)."""
+
+    def publish(self, result: Any, header: Any) -> None:
+        """Publish one frame's result with the input image's header."""
+
+    def destroy(self) -> None:
+        """Destroy every publisher and subscription."""
+
+
+#: ``cls(node, model, namespace, report_error)`` → the model's outputs.
+OutputsFactory = Callable[[Any, ModelPipeline, str, Callable[[str], None]], Outputs]
