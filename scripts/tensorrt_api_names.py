@@ -2,8 +2,8 @@
 """Write the names the real TensorRT Python bindings register to test/data/tensorrt_api.json.
 
 The tests run the TensorRT runner against a fake ``tensorrt`` (no GPU here); this list keeps
-the fake honest: ``test/test_tensorrt.py`` checks every public name and enum value of the fake
-against it. How the names are obtained, for each version given:
+the fake honest: ``test/unit/runners/test_tensorrt.py`` checks every public name and enum
+value of the fake against it. How the names are obtained, for each version given:
 
 1. ``pip download --no-deps tensorrt-cu12-bindings==VERSION`` into a temporary folder (the
    wheel for this Python; about 1.3 MB). It holds ``tensorrt_bindings/tensorrt.so``, the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,9 @@ import pytest
 from vision_nodes.manifest import use_default_model_dir
 
 ROOT = Path(__file__).resolve().parent.parent
+# Test files live in test/unit/<room>/, test/ros/ and test/launch/; the helpers they share
+# (node_harness, fake_tensorrt, ...) stay here, importable from every folder.
+sys.path.insert(0, str(ROOT / 'test'))
 
 # Each test session gets its own DDS domain and stays on this machine, so parallel sessions
 # (or other ROS processes) never see each other's topics.

@@ -7,8 +7,9 @@ Each fact has one source: parameters are the :class:`~vision_nodes.param_spec.Pa
 tables (the node's in :mod:`vision_nodes.ros.params`, each task's ``params``), backends the
 runner tables (:func:`backend_facts`). In ``README.md`` and ``docs/*.md`` the text between
 ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->`` is this module's
-``NAME`` block; ``config/detect.yaml`` is written whole. ``test/test_generated_docs.py`` fails
-when the committed text differs from what this module makes.
+``NAME`` block; ``config/detect.yaml`` is written whole.
+``test/unit/project/test_generated_docs.py`` fails when the committed text differs from what
+this module makes.
 """
 
 from __future__ import annotations

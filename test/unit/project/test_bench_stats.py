@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-_PATH = Path(__file__).resolve().parent.parent / 'benchmarks' / 'bench_detect.py'
+_PATH = Path(__file__).resolve().parents[3] / 'benchmarks' / 'bench_detect.py'
 
 
 @pytest.fixture(scope='module')

@@ -14,7 +14,7 @@ that). The tests check that:
 and that the node exits cleanly when the launch shuts down.
 
 How to run: see ``test_launch_detect.py`` (colcon build + source install/setup.bash, then
-``python -m pytest test/test_launch_bad_backend.py`` or ``launch_test ...``).
+``python -m pytest test/launch/test_launch_bad_backend.py`` or ``launch_test ...``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import rclpy  # noqa: E402
 
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
-LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
+LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect.launch.py'
 NODE = '/vision_node'
 DOMAIN_ID = random.SystemRandom().randint(1, 101)
 UNSUPPORTED = ("backend 'cpu' cannot run 'onnx_only' here (not supported by model "
@@ -55,7 +55,7 @@ UNSUPPORTED = ("backend 'cpu' cannot run 'onnx_only' here (not supported by mode
 def _scenario() -> dict[str, str]:
     """Launch arguments: an onnx-only copy of yolov8n, backend cpu, strict_backend on."""
     folder = Path(tempfile.mkdtemp(prefix='vision_nodes_bad_backend_'))
-    source = Path(__file__).resolve().parent.parent / 'config' / 'models' / 'yolov8n.yaml'
+    source = Path(__file__).resolve().parents[2] / 'config' / 'models' / 'yolov8n.yaml'
     manifest = yaml.safe_load(source.read_text())
     manifest.update(name='onnx_only', backends=['onnx'])
     (folder / 'onnx_only.yaml').write_text(yaml.safe_dump(manifest))

@@ -23,7 +23,7 @@ from vision_nodes.platform import cuda
 from vision_nodes.tasks.detect import Detections
 
 ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime is the reference')
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / 'benchmarks' / 'gpu_check.py'
 REAL_SESSION = ort.InferenceSession
 

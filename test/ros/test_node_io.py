@@ -27,7 +27,7 @@ from node_harness import Harness, start_camera  # noqa: E402
 from sync_helpers import ApproximateTimeSynchronizer, stamp_ns  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LARGE_IMAGES = {'FASTDDS_DEFAULT_PROFILES_FILE': str(ROOT / 'config' / 'fastdds_large_images.xml')}
 
 

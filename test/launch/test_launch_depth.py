@@ -44,7 +44,7 @@ from depth_weights import depth_anything_folder, tiny_manifest  # noqa: E402
 from launch_skip import skip_reason  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
-LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect_depth.launch.py'
+LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect_depth.launch.py'
 NODE = '/vision_node'
 DOMAIN_ID = random.SystemRandom().randint(1, 101)
 ACTIVE_TIMEOUT = 300.0

@@ -177,7 +177,7 @@ def test_the_benchmark_takes_its_choices_from_the_table(monkeypatch):
     import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / 'benchmarks' / 'bench_detect.py'
+    path = Path(__file__).resolve().parents[3] / 'benchmarks' / 'bench_detect.py'
     spec = importlib.util.spec_from_file_location('bench_detect_table', path)
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, bench)  # dataclasses look their module up

@@ -17,7 +17,7 @@ TASK_PARAMS = tuple({spec.name: spec for name, target in TASK_MAP.items() if tar
                      for spec in task_class(name).params}.values())
 PARAMS = NODE_PARAMS + TASK_PARAMS + REPORTS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _readme_rows() -> dict[str, str]:

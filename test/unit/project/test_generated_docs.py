@@ -7,7 +7,7 @@ from pathlib import Path
 
 from vision_nodes.tools import docs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 DOCS = [ROOT / 'README.md', *sorted((ROOT / 'docs').glob('*.md'))]
 
 

@@ -30,7 +30,7 @@ from vision_nodes.tasks.depth import (
     depth_range,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / 'config' / 'models'
 
 

@@ -56,7 +56,8 @@ ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime runs the fake engi
 GPU_A = {'name': 'NVIDIA Fake RTX 4090', 'cc': (8, 9), 'memory': 24 << 30}
 GPU_B = {'name': 'NVIDIA Fake A2000', 'cc': (8, 6), 'memory': 12 << 30}
 #: What the real bindings register (see the module docstring for how it was made).
-REAL_API = json.loads((Path(__file__).parent / 'data' / 'tensorrt_api.json').read_text())
+REAL_API = json.loads(
+    (Path(__file__).resolve().parents[2] / 'data' / 'tensorrt_api.json').read_text())
 #: The fake's versions, and the real versions each must match (10.3: JetPack 6).
 FAKE_VERSIONS = {'10.13.0.35': ('10.3.0', '10.16.1.11'), '11.4.0.106': ('11.4.0.106',)}
 
@@ -900,7 +901,7 @@ def _extras() -> dict[str, list]:
 
     from packaging.requirements import Requirement
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
     with contextlib.redirect_stdout(io.StringIO()):
         dist = run_setup(str(root / 'setup.py'), stop_after='init')
     return {name: [Requirement(r) for r in reqs]

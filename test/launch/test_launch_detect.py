@@ -21,8 +21,8 @@ executable='vision_node')``, which needs the package installed in an ament prefi
 
     colcon build --packages-select vision_nodes && source install/setup.bash
     export VISION_NODES_MODEL_DIR=/path/to/folder/with/yolov8n.pt
-    python -m pytest test/test_launch_detect.py      # launch_testing's pytest plugin
-    launch_test test/test_launch_detect.py           # or launch_testing's runner
+    python -m pytest test/launch/test_launch_detect.py      # launch_testing's pytest plugin
+    launch_test test/launch/test_launch_detect.py           # or launch_testing's runner
     colcon test --packages-select vision_nodes       # or through colcon
 
 Rebuild after changing the package: the node runs the installed copy. Optional:
@@ -63,7 +63,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 from launch_skip import skip_reason  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
-LAUNCH_FILE = Path(__file__).resolve().parent.parent / 'launch' / 'detect.launch.py'
+LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect.launch.py'
 NODE = '/vision_node'
 PERSON, BUS = '0', '5'
 #: One random DDS domain per test module (set when the launch test starts).

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 PATHS = [str(ROOT / p) for p in ('vision_nodes', 'launch', 'test', 'benchmarks', 'setup.py')
          if (ROOT / p).exists()]
 # ament_pep257's default ignore list.

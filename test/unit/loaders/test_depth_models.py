@@ -37,7 +37,7 @@ from vision_nodes.manifest import parse_manifest, resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks.depth import DepthParams  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 #: Backends besides PyTorch that serve depth here; OpenVINO joins when its runner exists.
 OTHER_BACKENDS = ['onnx', 'openvino']
 

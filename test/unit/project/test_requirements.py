@@ -11,7 +11,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 CONSTRAINTS = ROOT / 'requirements' / 'constraints.txt'
 #: Built from interfaces/ or installed editable by setup_env.sh, never from a registry.
 LOCAL = {'vision-msgs', 'vision-nodes'}

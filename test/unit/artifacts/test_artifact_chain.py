@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / 'vision_nodes'
+PACKAGE = Path(__file__).resolve().parents[3] / 'vision_nodes'
 #: What of artifacts/ a runner may import: types and lookups, no conversion step.
 RUNNER_MAY_IMPORT = {'cache', 'types', 'labels', 'tensorrt_log', 'calibration'}
 #: The conversion steps, behind the chain.

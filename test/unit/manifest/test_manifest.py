@@ -24,7 +24,7 @@ from vision_nodes.manifest import (
     resolve_manifest,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SHIPPED = REPO / 'config' / 'models' / 'yolov8n.yaml'
 
 VALID: dict[str, Any] = {
@@ -663,7 +663,7 @@ def test_benchmark_finds_the_weights_without_the_variable():
 
     if not (CHECKOUT_MODEL_DIR / 'yolov8n.pt').is_file():
         pytest.skip(f'no yolov8n.pt in {CHECKOUT_MODEL_DIR} (the development layout)')
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[3]
     code = ('import sys; sys.path.insert(0, "benchmarks"); import bench_detect; '
             'bench_detect.bench_environment("default"); '
             'from vision_nodes.manifest import resolve_manifest; '

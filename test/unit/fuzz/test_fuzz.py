@@ -32,7 +32,7 @@ from vision_nodes.tasks.detect import DetectionParams, Detections
 from vision_nodes.tasks.preprocess import rect_shape
 from vision_nodes.text import clip, show
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 SCALE = max(1, int(os.environ.get('VISION_NODES_FUZZ_SCALE', '1')))
 #: Longest error message any case may produce.
 MAX_MESSAGE = 600

@@ -23,7 +23,7 @@ from vision_nodes.artifacts.cache import (ENTRY_FILE, CacheError, EngineCache, c
 from vision_nodes.artifacts.onnx_export import onnx_cache_fields
 from vision_nodes.manifest import parse_manifest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 ARTIFACT = 'model.bin'
 FIELDS = {'weights_sha256': 'ab' * 32, 'input_size': [640, 640], 'precision': 'fp32'}
 
@@ -437,8 +437,9 @@ def run_in_child(func: str, *args: str) -> dict:
     """Run ``func(*args)`` of this module in a child process with bounded memory and time."""
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(
         [str(REPO)] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p])}
-    proc = subprocess.run([sys.executable, '-c', CHILD, str(Path(__file__).parent), func,
-                           *args], capture_output=True, text=True, timeout=120, env=env)
+    helpers = str(Path(__file__).resolve().parents[2])  # test/: the shared test helpers
+    proc = subprocess.run([sys.executable, '-c', CHILD, helpers, func, *args],
+                          capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, f'child exited {proc.returncode}: {proc.stderr[-3000:]}'
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
