@@ -437,8 +437,8 @@ def run_in_child(func: str, *args: str) -> dict:
     """Run ``func(*args)`` of this module in a child process with bounded memory and time."""
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(
         [str(REPO)] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p])}
-    helpers = str(Path(__file__).resolve().parents[2])  # test/: the shared test helpers
-    proc = subprocess.run([sys.executable, '-c', CHILD, helpers, func, *args],
+    here = str(Path(__file__).resolve().parent)  # where the child imports this module from
+    proc = subprocess.run([sys.executable, '-c', CHILD, here, func, *args],
                           capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, f'child exited {proc.returncode}: {proc.stderr[-3000:]}'
     return json.loads(proc.stdout.strip().splitlines()[-1])
