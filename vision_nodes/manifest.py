@@ -49,7 +49,7 @@ MODEL_DIR_ENV = 'VISION_NODES_MODEL_DIR'
 CHECKOUT_MODEL_DIR = Path(__file__).resolve().parent.parent.parent / 'shared' / 'models'
 
 #: PyYAML's safe loader, in C where libyaml is available (a manifest may be 1 MiB).
-_Loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
+SAFE_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 
 
 class ManifestError(ValueError):
@@ -420,7 +420,7 @@ def _read_manifest_bytes(path: Path) -> bytes:
     return read_regular(path, MAX_MANIFEST_BYTES, 'manifest', ManifestError)
 
 
-def _yaml_problem(exc: Exception) -> str:
+def yaml_problem(exc: Exception) -> str:
     """One line describing a YAML error: what and where (PyYAML's own text spans lines)."""
     problem = getattr(exc, 'problem', None)
     mark = getattr(exc, 'problem_mark', None)
@@ -439,7 +439,7 @@ def _check_yaml_shape(text: str) -> None:
     over its bytes.
     """
     depth = nodes = 0
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=SAFE_LOADER):
         if isinstance(event, yaml.AliasEvent) or getattr(event, 'anchor', None) is not None:
             mark = event.start_mark
             raise ValueError(f'YAML anchors and aliases (&name, *name) are not accepted in a '
@@ -464,7 +464,7 @@ def safe_yaml(text: str) -> Any:
     Raises ValueError for a refused shape, ``yaml.YAMLError`` for invalid YAML.
     """
     _check_yaml_shape(text)
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader (C or Python)
+    return yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a SafeLoader (C or Python)
 
 
 def load_manifest(path: str | os.PathLike) -> ModelManifest:
@@ -481,7 +481,7 @@ def load_manifest(path: str | os.PathLike) -> ModelManifest:
     except ValueError as exc:  # our shape checks, and ints past Python's digit limit
         raise ManifestError(f'{clip(path)}: not accepted as a manifest: {clip(exc)}') from None
     except (yaml.YAMLError, RecursionError, TypeError) as exc:
-        raise ManifestError(f'{clip(path)}: not valid YAML: {_yaml_problem(exc)}') from None
+        raise ManifestError(f'{clip(path)}: not valid YAML: {yaml_problem(exc)}') from None
     return parse_manifest(data, str(path), path.resolve())
 
 

@@ -39,7 +39,7 @@ from rclpy.validate_topic_name import validate_topic_name
 
 from ..files import read_regular
 from ..limits import MAX_PARAMS_FILE_BYTES
-from ..manifest import _Loader, _yaml_problem
+from ..manifest import SAFE_LOADER, yaml_problem
 from ..text import clip, show
 
 #: Exit code of a process that cannot start with the arguments it was given.
@@ -141,14 +141,14 @@ def check_params_file(path: str) -> None:
     argument = f'--params-file {path}'
     top = None  # the document's first node: its top level
     try:
-        for event in yaml.parse(data, Loader=_Loader):  # events only: no alias is expanded
+        for event in yaml.parse(data, Loader=SAFE_LOADER):  # events only: no alias is expanded
             if top is None and isinstance(event, yaml.NodeEvent):
                 top = event
     except yaml.reader.ReaderError as exc:
         raise StartupError(argument, f'not text: {clip(exc.reason)} at byte {exc.position}',
                            'save it as UTF-8 text') from None
     except yaml.YAMLError as exc:
-        raise StartupError(argument, f'not valid YAML: {_yaml_problem(exc)}',
+        raise StartupError(argument, f'not valid YAML: {yaml_problem(exc)}',
                            _PARAMS_RULE) from None
     empty = top is None or (isinstance(top, yaml.ScalarEvent) and top.value in _NULL_SCALARS
                             and top.style is None)
@@ -296,10 +296,10 @@ def _override_problem(rule: str) -> str | None:
     if not name.rpartition(':')[2]:
         return "no parameter name before ':='"
     try:
-        for _ in yaml.parse(value, Loader=_Loader):
+        for _ in yaml.parse(value, Loader=SAFE_LOADER):
             pass
     except yaml.YAMLError as exc:
-        return f'the value {show(value)} is not valid YAML: {_yaml_problem(exc)}'
+        return f'the value {show(value)} is not valid YAML: {yaml_problem(exc)}'
     return None
 
 
