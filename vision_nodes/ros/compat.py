@@ -14,8 +14,9 @@ renames one breaks here, in one line, and not across the package.
 * ``SingleThreadedExecutor._spin_once_impl``: the one step of spinning; overridden
   (:class:`SteppedExecutor`) to run some callback groups on threads of their own.
 * ``Executor._guard``: the guard condition that wakes a waiting executor.
-* ``rclpy_implementation.RCLError``: what rcl raises for a refused topic (the C extension's
-  exception types have no public import).
+* ``rclpy_implementation.RCLError``: what rcl raises for a refused topic, and with
+  ``RCLInvalidROSArgsError`` / ``UnknownROSArgsError`` for refused start-up arguments
+  (:mod:`.startup`); the C extension's exception types have no public import.
 * ``Subscription.CallbackType`` (Jazzy and later): whether subscription callbacks may take
   the message info as a second argument (Humble's take the message alone).
 """
@@ -30,6 +31,11 @@ from rclpy.subscription import Subscription
 
 #: The exception rcl raises when it refuses an endpoint (see the module docstring).
 RCLError: type = _rclpy.RCLError
+#: What ``rclpy.init`` raises for ROS arguments rcl cannot parse, and for unknown ones.
+RCL_ARGUMENT_ERRORS: tuple[type, ...] = tuple(
+    getattr(_rclpy, name) for name in ('RCLError', 'RCLInvalidROSArgsError')
+    if hasattr(_rclpy, name))
+UNKNOWN_ROS_ARGS_ERROR: type | tuple = getattr(_rclpy, 'UnknownROSArgsError', ())
 #: Whether subscription callbacks may take ``(msg, message_info)``.
 MESSAGE_INFO: bool = hasattr(Subscription, 'CallbackType')
 

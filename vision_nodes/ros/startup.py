@@ -32,7 +32,6 @@ from typing import Callable, Iterator, Sequence, TypeVar
 import rclpy
 import yaml
 from rclpy.exceptions import NameValidationException
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.validate_namespace import validate_namespace
 from rclpy.validate_node_name import validate_node_name
 from rclpy.validate_topic_name import validate_topic_name
@@ -41,6 +40,7 @@ from ..files import read_regular
 from ..limits import MAX_PARAMS_FILE_BYTES
 from ..manifest import SAFE_LOADER, yaml_problem
 from ..text import clip, show
+from . import compat
 
 #: Exit code of a process that cannot start with the arguments it was given.
 EXIT_USAGE = 2
@@ -72,9 +72,8 @@ _RCL_TRAILING = re.compile(r"Couldn't parse trailing .*?flag(?:: '[^']*')?\. (?P
 _RCL_ENCLAVE = re.compile(r"Enclave name is not valid: '(?P<reason>.*)'\. Invalid index")
 _NULL_SCALARS = ('', '~', 'null', 'Null', 'NULL')
 
-_RCL_ERRORS = tuple(getattr(_rclpy, name) for name in ('RCLError', 'RCLInvalidROSArgsError')
-                    if hasattr(_rclpy, name))
-_UNKNOWN_ARGS = getattr(_rclpy, 'UnknownROSArgsError', ())
+_RCL_ERRORS = compat.RCL_ARGUMENT_ERRORS
+_UNKNOWN_ARGS = compat.UNKNOWN_ROS_ARGS_ERROR
 
 NodeT = TypeVar('NodeT')
 
