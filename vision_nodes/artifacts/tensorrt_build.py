@@ -267,7 +267,7 @@ def _network_profile(trt: ModuleType, network: Any, input_size: Sequence[int],
                                f'{dims}; expected NCHW (4 dimensions)')
     if dims[2] == -1 and dims[3] == -1:
         return tensor.name, requested
-    fixed = static_profile((dims[2], dims[3]))
+    fixed = static_profile((dims[2], dims[3]), requested[2][0] if dims[0] == -1 else 1)
     if (dims[2], dims[3]) != tuple(int(v) for v in input_size):
         raise EngineBuildError(
             f"the ONNX model's input '{clip(tensor.name)}' is fixed at {dims[2]}x{dims[3]} "

@@ -74,6 +74,9 @@ class Runner(ABC):
         #: Shapes of the outputs of the warm-up run at ``input_size``, for the task to check
         #: that the model is what the manifest says (see ``DetectionTask.check_model``).
         self.output_shapes: list[tuple[int, ...]] | None = None
+        #: Most frames one ``infer`` call takes (the first tensor dimension); set by ``_load``
+        #: up to the manifest's ``max_batch`` where the loaded model has a free batch axis.
+        self.max_batch = 1
         self._loaded = False
 
     @classmethod
@@ -158,6 +161,10 @@ class Runner(ABC):
         """Return the loaded model's input shape, None for a free dimension; None if unknown."""
         return None
 
+    def batch_limit(self, free_batch_axis: bool) -> int:
+        """Most frames per run: the manifest's ``max_batch`` if the model's batch axis is free."""
+        return max(1, int(self.config.manifest.max_batch)) if free_batch_axis else 1
+
     def check_input_shape(self, shape: tuple[int | None, ...] | None) -> None:
         """Raise RunnerError unless a model input of ``shape`` takes the manifest's tensors.
 
@@ -201,7 +208,10 @@ class Runner(ABC):
 
     @abstractmethod
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
-        """Run the network on a contiguous NCHW float32 tensor; return its raw outputs."""
+        """Run the network on a contiguous NCHW float32 tensor; return its raw outputs.
+
+        N is 1, or up to :attr:`max_batch` frames of one shape; output i belongs to frame i.
+        """
 
     def unload(self) -> None:
         """Release the model and its memory (handed back to the OS, not kept in the heap)."""

@@ -175,6 +175,8 @@ class OpenVinoRunner(Runner):
         shape = model.inputs[0].get_partial_shape()
         self.dynamic_shapes = shape.rank.is_static and len(shape) == 4 and \
             shape[2].is_dynamic and shape[3].is_dynamic
+        self.max_batch = self.batch_limit(shape.rank.is_static and len(shape) == 4
+                                          and shape[0].is_dynamic)
         if cfg.precision == 'int8' and not self.quantized:
             model = self._quantize(model)
             self.quantized = True
@@ -274,8 +276,13 @@ class OpenVinoRunner(Runner):
             raise RunnerError(f'this model only takes input shape '
                               f'{tuple(self.config.manifest.input_size)}, not {tuple(shape)}')
         model = self._model.clone()
-        if self.dynamic_shapes:
-            model.reshape({model.inputs[0]: [1, 3, int(shape[0]), int(shape[1])]})
+        if self.dynamic_shapes or self.max_batch > 1:
+            import openvino as ov
+
+            batch = ov.Dimension(1, self.max_batch) if self.max_batch > 1 else 1
+            size = shape if self.dynamic_shapes else self.config.manifest.input_size
+            model.reshape({model.inputs[0]: ov.PartialShape(
+                [batch, 3, int(size[0]), int(size[1])])})
         try:
             compiled = _core().compile_model(model, self._device.name, self._properties)
         except RuntimeError as exc:

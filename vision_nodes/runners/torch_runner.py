@@ -111,6 +111,7 @@ class TorchRunner(Runner):
         # The eager module takes any input shape (rect inference, as in Ultralytics' predict);
         # a compiled one is specialised to its input size.
         self.dynamic_shapes = not self.compiled
+        self.max_batch = self.batch_limit(not self.compiled)
 
     def _maybe_compile(self, module: Any) -> Any:
         """Return the compiled and warmed-up module, or ``module`` itself (eager).
