@@ -517,7 +517,8 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
                 assert calibrator is not None, 'INT8 without a calibrator'
                 assert calibrator.get_batch_size() == 1
                 assert calibrator.read_calibration_cache() is None
-                shape = profile[1]
+                chosen = config._calibration_profile
+                shape = chosen._shapes[name][1] if chosen is not None else profile[1]
                 while True:
                     pointers = calibrator.get_batch([name])
                     if not pointers:

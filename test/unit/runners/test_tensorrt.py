@@ -969,3 +969,29 @@ def test_batch_profile_runs_several_frames(fake_trt, model_dir, tmp_path):
     entries = [json.loads(p.read_text()) for p in cache.root.rglob('entry.json')]
     profiles = [str(e) for e in entries if "'profile'" in str(e)]
     assert profiles and all("'max': [3, 3, 640, 640]" in p for p in profiles)
+
+
+def test_int8_calibrates_one_image_a_batch_in_a_batch_profile(fake_trt, model_dir, assets,
+                                                              tmp_path):
+    """max_batch 2 with int8: the calibration profile's opt is one image (what the calibrator
+    feeds), while the engine's profile runs batches of 1..2."""
+    base = resolve_manifest('yolov8n')
+    cache = ArtifactCache(tmp_path / 'cache')
+    onnx_path = ensure_onnx(replace(base, max_batch=2), base.weights_path(str(model_dir)),
+                            cache).file(ONNX_FILE)
+    images = tmp_path / 'calibration'
+    images.mkdir()
+    shutil.copy(assets / 'bus.jpg', images / 'bus.jpg')
+    manifest = replace(_manifest(onnx_path), max_batch=2)
+    runner = create_runner(RunnerConfig(
+        manifest=manifest, weights=onnx_path, backend='tensorrt', cache=cache,
+        precision='int8', calibration_dir=str(images),
+        artifacts=artifact_chain(cache)))
+    try:
+        shapes = _calls(fake_trt, 'set_shape')
+        assert shapes[0]['opt'] == (2, 3, 640, 640)
+        assert shapes[1]['opt'] == (1, 3, 640, 640)  # the calibration profile
+        assert [b.shape for b in fake_trt.calibration_batches] == [(1, 3, 640, 640)]
+        assert runner.max_batch == 2
+    finally:
+        runner.unload()
