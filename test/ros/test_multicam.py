@@ -154,3 +154,34 @@ def test_cameras_sharing_a_namespace_are_refused_then_output_namespaces_fixes_it
         assert publish_until_answered(pub, _msg(images['front'], 'l'), left) is not None
     finally:
         h.close()
+
+
+def test_compressed_cameras_in_lazy_mode_take_only_the_wanted_camera(model_dir,
+                                                                     engine_cache_dir, images):
+    """image_transport compressed: each camera subscribes <topic>/compressed; lazy: only the
+    camera whose own detections have a subscriber is taken."""
+    from sensor_msgs.msg import CompressedImage
+
+    from vision_nodes.ros.compressed_input import numpy_to_compressed
+
+    h = Harness(_params(model_dir, engine_cache_dir, image_transport='compressed', lazy=True,
+                        image_topics=['/front/image_raw', '/rear/image_raw']),
+                'vn_multicam_lazy')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        front = c.subscribe(Detection2DArray, '/front/detections', 10)
+        pub = c.publisher(CompressedImage, '/front/image_raw/compressed', 10)
+        assert wait_for(lambda: c.node.count_subscribers('/front/image_raw/compressed') == 1,
+                        30.0)
+        assert c.node.count_subscribers('/rear/image_raw/compressed') == 0
+        msg = numpy_to_compressed(images['side'], 'bgr8', 'jpeg')
+        msg.header.frame_id = 'front_jpeg'
+        got = publish_until_answered(pub, msg, front)
+        assert got is not None and len(got.detections) > 0
+        assert c.node.count_subscribers('/rear/image_raw/compressed') == 0
+        c.subscribe(Detection2DArray, '/rear/detections', 10)
+        assert wait_for(lambda: c.node.count_subscribers('/rear/image_raw/compressed') == 1,
+                        30.0)
+    finally:
+        h.close()

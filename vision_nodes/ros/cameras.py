@@ -23,6 +23,8 @@ class CameraInputs:
     def __init__(self, node: Any, frames: FramePath, param: Callable[[str], Any],
                  log_error: Callable[[str], None], topics: list[str]) -> None:
         self.batcher = FrameBatcher(node, frames, topics, param, log_error)
+        self._frames = frames
+        self._param = param
         #: One input per camera, in ``image_topics`` order.
         self.inputs = [ImageInput(node, camera.callback, param, log_error, camera.gate,
                                   topic=topic)
@@ -44,15 +46,21 @@ class CameraInputs:
         """Start the batcher (before the first subscription)."""
         self.batcher.start()
 
+    def _wanted(self, index: int, wanted: bool) -> bool:
+        """Lazy: a camera is taken while one of its own outputs has a subscriber."""
+        if not wanted or not self._param('lazy'):
+            return wanted
+        return any(m.outputs.cameras[index].wanted() for m in self._frames.models)
+
     def update(self, wanted: bool) -> None:
         """Each camera's :meth:`~.inputs.ImageInput.update` (lazy mode, QoS auto)."""
-        for item in self.inputs:
-            item.update(wanted)
+        for index, item in enumerate(self.inputs):
+            item.update(self._wanted(index, wanted))
 
     def update_in_timer(self, wanted: Callable[[], bool]) -> None:
         """Each camera's :meth:`~.inputs.ImageInput.update_in_timer`."""
-        for item in self.inputs:
-            item.update_in_timer(wanted)
+        for index, item in enumerate(self.inputs):
+            item.update_in_timer(lambda index=index: self._wanted(index, wanted()))
 
     def unsubscribe(self) -> None:
         """Drop every subscription, then finish the batch in flight (idempotent)."""
