@@ -185,3 +185,33 @@ def test_compressed_cameras_in_lazy_mode_take_only_the_wanted_camera(model_dir,
                         30.0)
     finally:
         h.close()
+
+
+def test_several_models_keep_their_prefix_inside_each_camera_namespace(
+        model_dir, engine_cache_dir, images, tmp_path):
+    """models [people, things] and two cameras: /front/people/detections,
+    /rear/things/detections..., each with its camera's frames only."""
+    from node_harness import manifest_copy
+
+    people, things = (manifest_copy(tmp_path, n) for n in ('people', 'things'))
+    h = Harness(_params(model_dir, engine_cache_dir, models=[people, things],
+                        image_topics=['/front/image_raw', '/rear/image_raw']),
+                'vn_multicam_models')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        answers = {(n, m): c.subscribe(Detection2DArray, f'/{n}/{m}/detections', 10)
+                   for n in ('front', 'rear') for m in ('people', 'things')}
+        pubs = {n: c.publisher(Image, f'/{n}/image_raw', 10) for n in ('front', 'rear')}
+        for n in ('front', 'rear'):
+            assert wait_for(lambda n=n: c.node.count_subscribers(f'/{n}/image_raw') == 1, 30.0)
+            got = publish_until_answered(pubs[n], _msg(images[n], f'{n}_x'),
+                                         answers[(n, 'people')])
+            assert got is not None
+            other = answers[(n, 'things')].get(30.0, lambda m, n=n: m.header.frame_id == f'{n}_x')
+            assert other is not None and len(other.detections) == len(got.detections)
+        for (n, _), queue in answers.items():
+            while (m := queue.get(0.5)) is not None:
+                assert m.header.frame_id.startswith(n)
+    finally:
+        h.close()
