@@ -93,9 +93,9 @@ class FrameBatcher:
         deadline = time.monotonic() + float(self._param('batch_window')) / 1000.0
         limit = self.limit
         while len(batch) < limit:
+            left = deadline - time.monotonic()
             try:
-                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic())) \
-                    if deadline > time.monotonic() else self._queue.get_nowait()
+                item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
             if item is None:  # stop: run what was taken, then end
