@@ -4,7 +4,8 @@
   model can use, load each model through the engine cache, declare its task parameters (the
   manifest's values as defaults) and create its outputs (looked up by task).
 * activate: subscribe to the images (one subscription and one conversion per frame for all
-  models) and start the inference thread.
+  models; with ``image_topics`` one per camera, their frames batched, see :mod:`.cameras`)
+  and start the inference thread.
 * deactivate: drop the subscription, finish the frame in flight. cleanup / shutdown / error:
   release everything configure made.
 
