@@ -137,7 +137,8 @@ def run_mode(mode: str, count: int, args: Any, cameras: list[Camera]) -> dict[st
     if mode == 'batched':
         procs.append(NodeProcess({**common, 'image_topics': [f'/cam{i}/image'
                                                              for i in range(count)],
-                                  'batch_window': args.batch_window},
+                                  'batch_window': args.batch_window,
+                                  'max_batch': args.max_batch},
                                  node_name='mc_batched'))
         clients.append(VisionNodeClient('/mc_batched', 'mc_batched_client'))
     else:
@@ -263,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--model', default='yolov8n')
     parser.add_argument('--size', default='640x480', help='camera image WIDTHxHEIGHT')
     parser.add_argument('--batch-window', type=float, default=5.0, help='ms (batched node)')
-    parser.add_argument('--mixed-runs', type=int, default=20)
+    parser.add_argument('--max-batch', type=int, default=0,
+                        help='batched node: most frames a run (0: one per camera)')
+    parser.add_argument('--mixed-runs', type=int, default=20, help='0: skip that part')
     parser.add_argument('--dds-profile', default='default')
     parser.add_argument('--json', type=Path, default=None)
     parser.add_argument('--plot', type=Path, default=None)
@@ -281,17 +284,18 @@ def main(argv: list[str] | None = None) -> int:
     width, height = (int(v) for v in args.size.split('x'))
     frame = cv2.resize(images['bus'], (width, height), interpolation=cv2.INTER_AREA)
     # Export into the engine cache first, single and batched, so no node pays for it.
-    for batch in (1, max(args.cameras)):
+    for batch in (1, args.max_batch or max(args.cameras)):
         build_pipeline(resolve_manifest(args.model), args.backend, precision=args.precision,
                        max_batch=batch).close()
     results: dict[str, Any] = {
         'backend': args.backend, 'precision': args.precision, 'model': args.model,
         'rate': args.rate, 'size': args.size, 'seconds': args.seconds,
-        'batch_window_ms': args.batch_window, 'cpus': os.cpu_count(), 'runs': {}}
+        'batch_window_ms': args.batch_window, 'max_batch': args.max_batch,
+        'cpus': os.cpu_count(), 'runs': {}}
     print(f'{args.model} on {args.backend} ({args.precision}), {args.size} frames at '
           f'{args.rate:g} Hz per camera, {args.seconds:g} s per mode, {os.cpu_count()} CPUs',
           flush=True)
-    results['mixed_sizes'] = mixed_sizes(args, images)
+    results['mixed_sizes'] = mixed_sizes(args, images) if args.mixed_runs else {}
     for key, value in results['mixed_sizes'].items():
         print(f'  two cameras of different sizes, {key}: {value:.1f}', flush=True)
     harness = VisionNodeClient('/mc_none', 'mc_bench')
