@@ -232,7 +232,7 @@ def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
     try:
         model = build_pipeline(
             setup.manifest, path.backend, cache_dir=setup.cache_dir,
-            device=setup.device if path.backend != 'cuda' else f'cuda:{setup.device or 0}',
+            device=setup.device,
             precision=path.precision, execution_provider=path.provider,
             calibration_dir=str(setup.calibration_dir), torch_compile=path.torch_compile,
             log=setup.log)

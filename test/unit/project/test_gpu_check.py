@@ -141,3 +141,23 @@ def test_detections_are_compared_both_ways_per_precision(gpu_check):
     outcome = gpu_check.Outcome(gpu_check.PATHS[4], status='MISMATCH', detections=[1],
                                 mismatches=['x.jpg: missing'])
     assert '  tensorrt-fp32: x.jpg: missing' in gpu_check.table([outcome])
+
+
+
+def test_torch_paths_load_on_the_device_as_given(gpu_check, fake_gpu_machine, model_dir,
+                                                 assets, tmp_path, monkeypatch, capsys):
+    """``--device cuda:0`` reaches the PyTorch runner as written (it once became
+    'cuda:cuda:0', not a device). PyTorch here has no GPU: it is told it sees one, so the
+    load goes past the device and stops only where a tensor would move to the GPU."""
+    torch = pytest.importorskip('torch')
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: 1)
+    monkeypatch.setattr(cuda, '_torch_cuda', lambda: None)  # GPU facts: the fake cuda-python
+    report = tmp_path / 'report.json'
+    code = gpu_check.main(['--device', 'cuda:0', '--paths', 'torch-cuda', '--frames', '1',
+                           '--json', str(report), '--cache-dir', str(tmp_path / 'cache')])
+    assert code == 0, capsys.readouterr().out
+    result = json.loads(report.read_text())['results'][1]
+    assert result['path'] == 'torch-cuda' and result['status'] == 'cannot run'
+    assert result['reason'].startswith('load failed: ')
+    assert 'is not a device' not in result['reason'], result['reason']
