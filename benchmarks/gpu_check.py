@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Check every GPU path this machine can run against the CPU, and time it. No ROS needed.
 
-For each GPU path (PyTorch eager on CUDA at fp32 and fp16, ``torch.compile``, ONNX Runtime's CUDA and
-TensorRT execution providers, the TensorRT backend at fp32, fp16 and int8) that this machine
-can run, the model's detections on the bundled images (Ultralytics' ``bus.jpg`` and
+For each GPU path (PyTorch eager on CUDA at fp32 and fp16, ``torch.compile``, ONNX Runtime's
+CUDA and TensorRT execution providers, the TensorRT backend at fp32, fp16 and int8) that this
+machine can run, the model's detections on the bundled images (Ultralytics' ``bus.jpg`` and
 ``zidane.jpg``, or ``--images``) are compared with the CPU reference (ONNX Runtime on the
 CPU, fp32): every detection scoring at least 0.5 in either must have one of the same class in
 the other with a box IoU of at least 0.95 (fp32), 0.9 (fp16) or 0.75 (int8). Then it times

@@ -50,8 +50,8 @@ def test_cpu_machine_says_no_cuda_device_without_ros(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith('no CUDA device: no NVIDIA GPU is visible')
-    for name in ('torch-cuda', 'torch-cuda-fp16', 'torch-compile', 'onnx-cuda', 'onnx-tensorrt', 'tensorrt-fp32',
-                 'tensorrt-fp16', 'tensorrt-int8'):
+    for name in ('torch-cuda', 'torch-cuda-fp16', 'torch-compile', 'onnx-cuda', 'onnx-tensorrt',
+                 'tensorrt-fp32', 'tensorrt-fp16', 'tensorrt-int8'):
         assert any(line.startswith(f'  {name}: ') for line in lines), name
     data = json.loads(report.read_text())
     assert data['cuda_device'] is False and len(data['would_run']) == 8
@@ -142,7 +142,6 @@ def test_detections_are_compared_both_ways_per_precision(gpu_check):
     outcome = gpu_check.Outcome(fp32, status='MISMATCH', detections=[1],
                                 mismatches=['x.jpg: missing'])
     assert '  tensorrt-fp32: x.jpg: missing' in gpu_check.table([outcome])
-
 
 
 def test_torch_paths_load_on_the_device_as_given(gpu_check, fake_gpu_machine, model_dir,
