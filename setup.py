@@ -37,7 +37,8 @@ extras = {
     # Kept for existing instructions: the CUDA 12 TensorRT stack without ONNX Runtime.
     'tensorrt': RUNTIME + ['tensorrt-cu12>=10.3,<12', 'cuda-python>=12.3,<13'] + TENSORRT_TOOLS,
     'torch': RUNTIME + ['torch>=2.1', 'torchvision', 'ultralytics>=8.3', 'onnx>=1.15',
-                        'onnxslim>=0.1.30', 'onnxruntime>=1.17', 'transformers>=4.45'],
+                        'onnxslim>=0.1.30', 'onnxruntime>=1.17', 'transformers>=4.45',
+                        'lap>=0.5'],
     'test': ['pytest<9', 'flake8', 'pydocstyle'],
 }
 

@@ -6,7 +6,7 @@ Three parts, each measured in one run:
 * decoders    - ``cv2.imdecode`` (OpenCV), ``simplejpeg.decode_jpeg`` (libjpeg-turbo, straight
                 to RGB), the same with its fast DCT and upsampling (lower quality, shown for
                 reference, not used), PyTurboJPEG when its system library ``libturbojpeg``
-                loads, and ``vision_nodes.decode.decode_compressed`` (the node's path: header
+                loads, and ``vision_nodes.image_codecs.decode_compressed`` (the node's path: header
                 check + end-of-image check + the default decoder), on the bundled bus.jpg and
                 zidane.jpg and on 1920x1080 and 640x480 frames encoded at quality 80/90/95.
                 Decoders take turns in a shuffled order each round; each ratio to OpenCV is
@@ -87,7 +87,7 @@ def _frames(image: Path | None) -> dict[str, tuple[np.ndarray, bytes]]:
 
 def _decoders() -> tuple[dict[str, Callable[[bytes], object]], list[str]]:
     """Available decoders (name -> decode function) and notes on the missing ones."""
-    from vision_nodes.decode import decode_compressed, default_jpeg_decoder
+    from vision_nodes.image_codecs import decode_compressed, default_jpeg_decoder
 
     decoders: dict[str, Callable] = {
         'opencv imdecode': lambda d: cv2.imdecode(np.frombuffer(d, np.uint8), cv2.IMREAD_COLOR)}
@@ -186,7 +186,7 @@ def node_part(bgr: np.ndarray, args, paired_ratio) -> int:
     from sensor_msgs.msg import CompressedImage, Image
     from vision_msgs.msg import Detection2DArray
 
-    from vision_nodes.decode import decode_compressed
+    from vision_nodes.image_codecs import decode_compressed
     from vision_nodes.ros.compressed_input import numpy_to_compressed
     from vision_nodes.ros.image_input import numpy_to_image
     from vision_nodes.tools.client import NodeProcess, VisionNodeClient, wait_for

@@ -1,6 +1,6 @@
 """The ROS-free core: manifests + backend → loaded models, and image → results.
 
-A :class:`ModelPipeline` is one model: its task (pre/post-processing) and its runner (the
+A :class:`LoadedModel` is one model: its task (pre/post-processing) and its runner (the
 network). A :class:`Pipeline` is the models one node runs on one global runtime: they share
 the backend, chosen for all of them at once. The node, the demo and the benchmark all go
 through here, so there is one code path from image to results.
@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .artifacts.cache import EngineCache, default_cache_dir
+from .artifacts.cache import ArtifactCache, default_cache_dir
 from .artifacts.calibration import Preprocessor
 from .artifacts.chain import ArtifactChain
 from .manifest import ModelManifest
@@ -32,7 +32,7 @@ def _no_log(_: str) -> None:
 
 
 @dataclass
-class ModelPipeline:
+class LoadedModel:
     """A loaded model: its task (pre/post-processing) and its runner (the network)."""
 
     manifest: ModelManifest
@@ -80,7 +80,7 @@ class ModelPipeline:
 class Pipeline:
     """Several models on one global runtime (one backend, one precision request)."""
 
-    models: list[ModelPipeline]
+    models: list[LoadedModel]
     backend: str
 
     def close(self) -> None:
@@ -107,7 +107,7 @@ def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.nd
     return calibration_preprocessor(manifest).tensor(Path(path), rect)
 
 
-def artifact_chain(cache: EngineCache, log: Log = _no_log) -> ArtifactChain:
+def artifact_chain(cache: ArtifactCache, log: Log = _no_log) -> ArtifactChain:
     """Return the chain runners get their artifacts from, with the tasks' preprocessing."""
     return ArtifactChain(cache, log, preprocessor_for=calibration_preprocessor)
 
@@ -117,14 +117,14 @@ def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: st
     if not options.get('calibration_dir') and manifest.calibration_dir:
         options['calibration_dir'] = str(manifest.resolve_path(manifest.calibration_dir,
                                                                model_dir or None))
-    cache = EngineCache(cache_dir or default_cache_dir())
+    cache = ArtifactCache(cache_dir or default_cache_dir())
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(model_dir or None),
                         backend=backend, cache=cache,
                         artifacts=artifact_chain(cache, options.get('log', _no_log)),
                         **options)
 
 
-def _model(manifest: ModelManifest, runner: Runner, task: Task) -> ModelPipeline:
+def _model(manifest: ModelManifest, runner: Runner, task: Task) -> LoadedModel:
     # None is `labels: from_weights`; a manifest's list is never empty (refused at load).
     labels = list(manifest.labels) if manifest.labels is not None else \
         list(runner.labels or [])
@@ -135,13 +135,13 @@ def _model(manifest: ModelManifest, runner: Runner, task: Task) -> ModelPipeline
         except BaseException:
             runner.unload()
             raise
-    return ModelPipeline(manifest, runner, task, labels)
+    return LoadedModel(manifest, runner, task, labels)
 
 
 def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_dir: str = '',
                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
                    execution_provider: str = '', calibration_dir: str = '',
-                   torch_compile: bool = True, log: Log = _no_log) -> ModelPipeline:
+                   torch_compile: bool = True, log: Log = _no_log) -> LoadedModel:
     """Create the task, resolve the weights, create and load the runner (one model).
 
     The same path as :func:`build_pipelines` (``auto`` included), for one model.
@@ -174,7 +174,7 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection
     backend = selection.requested
     failures = []
     for candidate in selection.candidates:
-        loaded: list[ModelPipeline] = []
+        loaded: list[LoadedModel] = []
         try:
             for manifest, task in zip(manifests, tasks):
                 config = _config(manifest, candidate, model_dir, cache_dir, **options)

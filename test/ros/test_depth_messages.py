@@ -13,7 +13,7 @@ from rclpy.serialization import deserialize_message, serialize_message  # noqa: 
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 
-from vision_nodes.ros.outputs.depth import (  # noqa: E402
+from vision_nodes.ros.outputs.depth_messages import (  # noqa: E402
     camera_info_for,
     colored_to_msg,
     depth_to_msg,

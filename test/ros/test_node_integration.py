@@ -315,12 +315,12 @@ def test_configure_cleanup_cycles_free_model_memory(model_dir, engine_cache_dir)
     """cleanup releases the ONNX Runtime session; repeated cycles do not grow the process."""
     # Export first (in this process), so the node process only ever loads ONNX Runtime: a
     # process that imported torch to export keeps freed memory in its heap.
-    from vision_nodes.artifacts.cache import EngineCache
+    from vision_nodes.artifacts.cache import ArtifactCache
     from vision_nodes.artifacts.onnx_export import ensure_onnx
     from vision_nodes.manifest import resolve_manifest
 
     manifest = resolve_manifest('yolov8n')
-    ensure_onnx(manifest, manifest.weights_path(str(model_dir)), EngineCache(engine_cache_dir))
+    ensure_onnx(manifest, manifest.weights_path(str(model_dir)), ArtifactCache(engine_cache_dir))
     h = Harness({'backend': 'onnx', 'model_dir': str(model_dir),
                  'engine_cache_dir': str(engine_cache_dir)}, 'vision_node_rss')
     try:

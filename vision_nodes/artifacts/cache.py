@@ -212,7 +212,7 @@ def _discard(path: Path) -> None:
         pass
 
 
-class EngineCache:
+class ArtifactCache:
     """The artifact cache rooted at ``engine_cache_dir``."""
 
     def __init__(self, root: str | os.PathLike) -> None:

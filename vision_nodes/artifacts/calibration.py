@@ -26,7 +26,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from ..decode import read_header
+from ..image_codecs import read_header
 from ..files import read_regular
 from ..images import ImageConversionError
 from ..limits import MAX_CALIBRATION_FILES, MAX_CALIBRATION_IMAGES, MAX_IMAGE_BYTES

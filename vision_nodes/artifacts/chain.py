@@ -23,7 +23,7 @@ import hashlib
 from pathlib import Path
 from typing import Any, Callable
 
-from .cache import CacheEntry, CacheError, EngineCache
+from .cache import CacheEntry, CacheError, ArtifactCache
 from .calibration import CalibrationError, CalibrationSet, Preprocessor, calibration_set
 from .types import Log, OnnxModel, OpenVinoIr, model_profile, workspace_bytes
 from ..manifest import ModelManifest
@@ -44,7 +44,7 @@ class ArtifactChain:
     int8 calibration is refused (the pipeline always gives it).
     """
 
-    def __init__(self, cache: EngineCache, log: Log = _no_log,
+    def __init__(self, cache: ArtifactCache, log: Log = _no_log,
                  preprocessor_for: Callable[[ModelManifest], Preprocessor] | None = None
                  ) -> None:
         self.cache = cache

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .labels import LABELS_METADATA_KEY, labels_from_metadata  # noqa: F401
-from .cache import CacheEntry, CacheError, EngineCache, file_sha256
+from .cache import CacheEntry, CacheError, ArtifactCache, file_sha256
 from ..manifest import ModelManifest
 from ..loaders import ModelLoadError, check_weights, load_torch_module
 from ..text import clip
@@ -171,7 +171,7 @@ def _dynamic_axes(module: Any, example: Any, output_names: list[str]
     return axes
 
 
-def ensure_onnx(manifest: ModelManifest, weights: Path, cache: EngineCache,
+def ensure_onnx(manifest: ModelManifest, weights: Path, cache: ArtifactCache,
                 precision: str = 'fp32', opset: int = DEFAULT_OPSET,
                 log: Log | None = None) -> CacheEntry:
     """Return the cached ONNX export of the weights, exporting it on a miss."""

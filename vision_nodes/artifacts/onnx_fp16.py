@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from .cache import CacheEntry, CacheError, EngineCache
+from .cache import CacheEntry, CacheError, ArtifactCache
 
 #: Bump whenever the converted graph would change for the same parent and converter.
 FP16_STEP_VERSION = 1
@@ -68,7 +68,7 @@ def fp16_cache_fields(parent_sha256: str) -> dict[str, Any]:
             'keep_io_types': True, 'step': f'vision_nodes-onnx-fp16/{FP16_STEP_VERSION}'}
 
 
-def ensure_fp16_onnx(model: str, onnx_bytes: bytes, cache: EngineCache,
+def ensure_fp16_onnx(model: str, onnx_bytes: bytes, cache: ArtifactCache,
                      log: Callable[[str], None] = lambda _: None) -> CacheEntry:
     """Return the cached fp16 conversion of ``onnx_bytes`` (the parent), converting on a miss.
 

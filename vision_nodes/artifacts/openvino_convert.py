@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import yaml
 
-from .cache import CacheEntry, EngineCache
+from .cache import CacheEntry, ArtifactCache
 from .labels import LABELS_RT_PATH, labels_from_rt_info
 from .onnx_export import ONNX_FILE, ensure_onnx
 from ..loaders import ModelLoadError, check_weights, read_weights
@@ -74,7 +74,7 @@ def convert_onnx(onnx_bytes: bytes, folder: Path) -> dict[str, Any]:
     return {'openvino': openvino_version()}
 
 
-def ensure_openvino_ir(manifest: ModelManifest, weights: Path, cache: EngineCache,
+def ensure_openvino_ir(manifest: ModelManifest, weights: Path, cache: ArtifactCache,
                        log: Log) -> CacheEntry:
     """Return the cached IR of the manifest's model (exporting to ONNX first if needed)."""
     if manifest.architecture == 'onnx':

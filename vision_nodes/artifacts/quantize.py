@@ -26,7 +26,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
-from .cache import CacheEntry, EngineCache
+from .cache import CacheEntry, ArtifactCache
 from .calibration import CalibrationError, CalibrationSet, Preprocessor
 from .openvino_convert import IR_BIN, IR_XML, openvino_version
 from ..manifest import ModelManifest
@@ -157,7 +157,7 @@ def quantize_model(model: Any, calibration: CalibrationSet, preprocessor: Prepro
 
 def ensure_int8_ir(manifest: ModelManifest, parent_sha256: str, read_parent: Callable[[], Any],
                    calibration: CalibrationSet, preprocessor: Preprocessor, rect: bool,
-                   cache: EngineCache, log: Log) -> CacheEntry:
+                   cache: ArtifactCache, log: Log) -> CacheEntry:
     """Return the cached INT8 IR of a parent IR, quantizing it on a miss.
 
     ``read_parent()`` returns the parent as an ``openvino.Model`` (only called on a miss);

@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .cache import CacheEntry, CacheError, EngineCache, file_sha256
+from .cache import CacheEntry, CacheError, ArtifactCache, file_sha256
 from .labels import labels_from_metadata
 from .tensorrt_log import _make_logger, log_route, tensorrt_logger  # noqa: F401 - shared
 from .types import (Profile, engine_file_name, rect_profile, static_profile,  # noqa: F401
@@ -279,7 +279,7 @@ def _network_profile(trt: ModuleType, network: Any, input_size: Sequence[int],
     return tensor.name, fixed
 
 
-def timing_cache_path(cache: EngineCache, tensorrt_version: str, gpu: GpuInfo) -> Path:
+def timing_cache_path(cache: ArtifactCache, tensorrt_version: str, gpu: GpuInfo) -> Path:
     """Where the timing cache for this TensorRT version and GPU model is kept."""
     safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in
                    f'{gpu.name}-sm{gpu.sm}-trt{tensorrt_version}')
@@ -412,7 +412,7 @@ def _build(trt, onnx_bytes, precision, input_size, profile, strongly_typed, log,
     return bytes(memoryview(serialized)), facts
 
 
-def ensure_engine(cache: EngineCache, model: str, fields: dict[str, Any],
+def ensure_engine(cache: ArtifactCache, model: str, fields: dict[str, Any],
                   build: Callable[[], tuple[bytes, dict[str, Any]]]) -> CacheEntry:
     """Return the cached engine for ``fields``, calling ``build()`` (→ engine, facts) on a miss.
 

@@ -17,7 +17,7 @@ from ..limits import MAX_TENSORRT_WORKSPACE_BYTES
 if TYPE_CHECKING:  # pragma: no cover - types only
     from ..manifest import ModelManifest
     from ..platform.cuda import GpuInfo
-    from .cache import CacheEntry, EngineCache
+    from .cache import CacheEntry, ArtifactCache
 
 #: Shape profile: (min, opt, max), each an NCHW shape.
 Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
@@ -92,7 +92,7 @@ class OpenVinoIr:
 class ArtifactSource(Protocol):
     """What a runner asks for its artifact (implemented by :class:`~.chain.ArtifactChain`)."""
 
-    cache: 'EngineCache'
+    cache: 'ArtifactCache'
 
     def onnx(self, manifest: 'ModelManifest', weights: Path) -> OnnxModel:
         """Return the model as ONNX (fp32): the manifest's own file or the cached export."""
@@ -117,7 +117,7 @@ class ArtifactSource(Protocol):
         """Return the folder for OpenVINO's compiled blobs (``CACHE_DIR``), inside the cache."""
 
 
-def artifact_source(cache: 'EngineCache', given: ArtifactSource | None, log: Log
+def artifact_source(cache: 'ArtifactCache', given: ArtifactSource | None, log: Log
                     ) -> ArtifactSource:
     """Return ``given``, else a chain over ``cache`` without calibration preprocessing.
 

@@ -253,6 +253,6 @@ def load_transformers(manifest: ModelManifest, weights: Path,
     model = model.float().eval()
     for param in model.parameters():
         param.requires_grad_(False)
-    from .torch_modules import PredictedDepth
+    from .torch_wrappers import PredictedDepth
 
     return PredictedDepth(model).eval(), None

@@ -220,6 +220,6 @@ def load_ultralytics(manifest: ModelManifest, weights: Path,
     except Exception as exc:  # noqa: BLE001 - a checkpoint's objects are untrusted
         raise ModelLoadError(f"'{clip(weights)}': the model in this checkpoint cannot be "
                              f'prepared ({type(exc).__name__}: {clip(exc, 160)})') from None
-    from .torch_modules import FirstOutput
+    from .torch_wrappers import FirstOutput
 
     return FirstOutput(module).eval(), labels

@@ -1,7 +1,7 @@
 """``sensor_msgs/CompressedImage`` ↔ NumPy arrays, the way image_transport's plugin does it.
 
 ``compressed_to_numpy`` is the node's input adapter: the message's bytes and ``format`` go to
-:func:`vision_nodes.decode.decode_compressed` (ROS-free), which returns the decoded array and
+:func:`vision_nodes.image_codecs.decode_compressed` (ROS-free), which returns the decoded array and
 the ``sensor_msgs/Image`` encoding describing it. ``numpy_to_compressed`` builds a message as
 the ``compressed`` publisher plugin of image_transport would (colour → BGR, 16-bit mono JPEG
 → 8 bits, the same ``format`` strings), for tests, the benchmark and scripts.
@@ -14,7 +14,7 @@ import array
 import cv2
 import numpy as np
 
-from ..decode import decode_compressed
+from ..image_codecs import decode_compressed
 from ..images import ENCODINGS, ImageConversionError, rgb_channels
 from ..text import clip
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from ..images import ImageConversionError
-from ..pipeline import ModelPipeline
+from ..pipeline import LoadedModel
 from ..stats import FrameStats, stamp_latency
 from . import compat
 from .compressed_input import compressed_to_numpy
@@ -34,11 +34,11 @@ _MAX_GAP = 100_000
 
 
 @dataclass
-class LoadedModel:
+class ServedModel:
     """One configured model: its pipeline, its live parameters, its outputs."""
 
     name: str
-    pipeline: ModelPipeline
+    pipeline: LoadedModel
     params: Any
     outputs: Outputs
 
@@ -70,14 +70,14 @@ class FramePath:
         self._wake = node.create_guard_condition(lambda: None)
         self.stats = FrameStats()
         self._lock = threading.RLock()  # the models, against transitions
-        self.models: list[LoadedModel] = []
+        self.models: list[ServedModel] = []
         self._frames: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._helpers: dict[str, ThreadPoolExecutor] = {}
         #: Publication sequence number of the last frame taken, per publisher.
         self._last_seq: dict[bytes, int] = {}
 
-    def load(self, models: list[LoadedModel]) -> list[LoadedModel]:
+    def load(self, models: list[ServedModel]) -> list[ServedModel]:
         """Use ``models`` from the next frame; return the ones used before."""
         with self._lock:
             old, self.models = self.models, models
@@ -171,7 +171,7 @@ class FramePath:
                 stamp_latency(stamp.sec, stamp.nanosec, self._node.get_clock().now().nanoseconds),
                 time.monotonic() - started)
 
-    def _run(self, model: LoadedModel, image: Any, encoding: str, header: Any) -> bool:
+    def _run(self, model: ServedModel, image: Any, encoding: str, header: Any) -> bool:
         """Run one model on a converted frame and publish its result; False if it failed."""
         try:
             result = model.pipeline.process(image, encoding, model.params.current)

@@ -32,7 +32,7 @@ from . import compat
 from .diagnostics_publisher import DiagnosticsPublisher
 from .endpoints import Endpoints
 from .executor import isolate_transitions, spin_until_shutdown
-from .frame_path import FramePath, LoadedModel
+from .frame_path import FramePath, ServedModel
 from .inputs import ImageInput
 from .log_limiter import LogLimiter
 from .outputs.registry import outputs_class
@@ -91,9 +91,9 @@ class VisionNode(LifecycleNode):
         self.get_logger().info(f'configured in {time.monotonic() - started:.2f} s')
         return TransitionCallbackReturn.SUCCESS
 
-    def _make_models(self, pipeline: Any) -> list[LoadedModel]:
+    def _make_models(self, pipeline: Any) -> list[ServedModel]:
         """Each model with its parameters and outputs: all of them, or none."""
-        models: list[LoadedModel] = []
+        models: list[ServedModel] = []
         try:
             for model in pipeline.models:
                 prefix = model.manifest.name if len(pipeline.models) > 1 else ''
@@ -101,7 +101,7 @@ class VisionNode(LifecycleNode):
                 outputs = outputs_class(model.manifest.task)(
                     self, model, f'{prefix}/' if prefix else '', self.frames.frame_error)
                 params.listener = outputs.params_changed
-                models.append(LoadedModel(model.manifest.name, model, params, outputs))
+                models.append(ServedModel(model.manifest.name, model, params, outputs))
         except BaseException:
             for made in models:  # another model's outputs may be what clashed
                 made.outputs.destroy()

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..platform.allocator import release_freed_memory
 from ..platform.devices import Device, DeviceError, require_device
-from ..artifacts.cache import EngineCache
+from ..artifacts.cache import ArtifactCache
 from ..text import clip
 from .backends import BACKENDS, PRECISIONS
 
@@ -39,7 +39,7 @@ class RunnerConfig:
     manifest: ModelManifest
     weights: Path
     backend: str
-    cache: EngineCache
+    cache: ArtifactCache
     device: str = ''
     precision: str = 'fp32'
     execution_provider: str = ''

@@ -33,7 +33,7 @@ import ctypes
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..artifacts.cache import EngineCache, cache_key
+from ..artifacts.cache import ArtifactCache, cache_key
 from ..artifacts.types import workspace_bytes
 from ..platform import cuda
 from ..platform.devices import Device, DeviceError, openvino_device, require_device
@@ -183,7 +183,7 @@ def check_device(provider: str, device: str) -> Device:
     return parsed
 
 
-def provider_cache_dir(cache: EngineCache, provider: str, model: str,
+def provider_cache_dir(cache: ArtifactCache, provider: str, model: str,
                        fields: dict[str, Any]) -> Path:
     """Folder inside ``engine_cache_dir`` where ``provider`` keeps its own compiled cache.
 
@@ -225,7 +225,7 @@ def shape_profile(input_name: str, profile: Sequence[Sequence[int]]) -> dict[str
             for key, shape in zip(keys, profile)}
 
 
-def provider_options(provider: str, *, device: str, precision: str, cache: EngineCache,
+def provider_options(provider: str, *, device: str, precision: str, cache: ArtifactCache,
                      model: str, onnx_sha256: str, ort_version: str,
                      profile: tuple[str, Sequence[Sequence[int]]] | None = None
                      ) -> dict[str, Any]:
@@ -256,7 +256,7 @@ def provider_options(provider: str, *, device: str, precision: str, cache: Engin
     return options
 
 
-def _tensorrt_options(index: int, precision: str, cache: EngineCache, model: str,
+def _tensorrt_options(index: int, precision: str, cache: ArtifactCache, model: str,
                       onnx_sha256: str, ort_version: str,
                       profile: tuple[str, Sequence[Sequence[int]]] | None) -> dict[str, Any]:
     gpu = cuda.gpu_info(index)

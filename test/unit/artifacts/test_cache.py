@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from vision_nodes.artifacts.cache import (ENTRY_FILE, CacheError, EngineCache, cache_key,
+from vision_nodes.artifacts.cache import (ENTRY_FILE, CacheError, ArtifactCache, cache_key,
                                           file_sha256)
 from vision_nodes.artifacts.onnx_export import onnx_cache_fields
 from vision_nodes.manifest import parse_manifest
@@ -85,7 +85,7 @@ def test_onnx_cache_key_changes_with_every_field(tmp_path: Path) -> None:
 
 
 def test_get_or_build_miss_then_hit(tmp_path: Path) -> None:
-    cache = EngineCache(tmp_path / 'cache')
+    cache = ArtifactCache(tmp_path / 'cache')
     build = CountingBuild()
     assert cache.lookup('m', 'onnx', FIELDS, (ARTIFACT,)) is None
     first = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
@@ -104,7 +104,7 @@ def test_get_or_build_miss_then_hit(tmp_path: Path) -> None:
 
 
 def test_different_fields_or_kind_build_separately(tmp_path: Path) -> None:
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     build = CountingBuild()
     a = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
     b = cache.get_or_build('m', 'onnx', {**FIELDS, 'precision': 'fp16'}, build,
@@ -115,7 +115,7 @@ def test_different_fields_or_kind_build_separately(tmp_path: Path) -> None:
 
 
 def test_model_name_is_sanitised(tmp_path: Path) -> None:
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     entry = cache.get_or_build('../evil/name', 'onnx', FIELDS, CountingBuild(),
                                files=(ARTIFACT,))
     assert entry.path.parent == tmp_path
@@ -127,7 +127,7 @@ def _visible_dirs(root: Path) -> list[str]:
 
 
 def test_failed_build_publishes_nothing_and_propagates(tmp_path: Path) -> None:
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     seen: list[tuple[Path, bool]] = []
     entry_dir = cache.entry_dir('m', 'onnx', cache_key({'kind': 'onnx', **FIELDS}))
 
@@ -151,7 +151,7 @@ def test_failed_build_publishes_nothing_and_propagates(tmp_path: Path) -> None:
 
 
 def test_build_without_promised_file_raises(tmp_path: Path) -> None:
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
 
     def wrong(folder: Path) -> None:
         (folder / 'other.bin').write_bytes(b'x')
@@ -180,7 +180,7 @@ def _delete_artifact(entry: Path) -> None:
 
 @pytest.mark.parametrize('corrupt', [_truncate, _delete_meta, _garble_meta, _delete_artifact])
 def test_corrupt_entry_is_rebuilt(tmp_path: Path, corrupt: Callable[[Path], None]) -> None:
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     build = CountingBuild()
     entry = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
     corrupt(entry.path)
@@ -195,7 +195,7 @@ def test_corrupt_entry_is_rebuilt(tmp_path: Path, corrupt: Callable[[Path], None
 
 
 def test_entry_missing_a_newly_required_file_is_a_miss(tmp_path: Path) -> None:
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     cache.get_or_build('m', 'onnx', FIELDS, CountingBuild(), files=(ARTIFACT,))
     assert cache.lookup('m', 'onnx', FIELDS, (ARTIFACT, 'labels.json')) is None
 
@@ -205,7 +205,7 @@ def test_root_under_a_regular_file(tmp_path: Path) -> None:
     blocker.write_text('not a folder')
     root = blocker / 'cache'
     with pytest.raises(CacheError) as info:
-        EngineCache(root).get_or_build('m', 'onnx', FIELDS, CountingBuild(), files=(ARTIFACT,))
+        ArtifactCache(root).get_or_build('m', 'onnx', FIELDS, CountingBuild(), files=(ARTIFACT,))
     assert str(root) in str(info.value)
 
 
@@ -213,7 +213,7 @@ def test_root_is_a_regular_file(tmp_path: Path) -> None:
     root = tmp_path / 'file.txt'
     root.write_text('not a folder')
     with pytest.raises(CacheError) as info:
-        EngineCache(root).get_or_build('m', 'onnx', FIELDS, CountingBuild(), files=(ARTIFACT,))
+        ArtifactCache(root).get_or_build('m', 'onnx', FIELDS, CountingBuild(), files=(ARTIFACT,))
     assert str(root) in str(info.value)
 
 
@@ -224,8 +224,8 @@ def test_root_not_writable(tmp_path: Path) -> None:
     root.chmod(0o500)
     try:
         with pytest.raises(CacheError, match='not writable') as info:
-            EngineCache(root).get_or_build('m', 'onnx', FIELDS, CountingBuild(),
-                                           files=(ARTIFACT,))
+            ArtifactCache(root).get_or_build('m', 'onnx', FIELDS, CountingBuild(),
+                                             files=(ARTIFACT,))
         assert str(root) in str(info.value)
     finally:
         root.chmod(0o700)
@@ -237,7 +237,7 @@ WORKER = textwrap.dedent('''
     import time
     from pathlib import Path
 
-    from vision_nodes.artifacts.cache import EngineCache
+    from vision_nodes.artifacts.cache import ArtifactCache
 
     root, counter, start_at = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3])
 
@@ -252,7 +252,7 @@ WORKER = textwrap.dedent('''
     while time.time() < start_at:
         time.sleep(0.005)
     start = time.time()
-    entry = EngineCache(root).get_or_build('m', 'onnx', {'k': 1}, build, files=('model.bin',))
+    entry = ArtifactCache(root).get_or_build('m', 'onnx', {'k': 1}, build, files=('model.bin',))
     print(json.dumps({'path': str(entry.path), 'hit': entry.hit, 'start': start,
                       'end': time.time()}))
 ''')
@@ -299,7 +299,7 @@ def _flip_in_place(path: Path, offset: int = 100) -> None:
 
 def test_in_place_corruption_keeping_size_and_mtime_is_a_miss(tmp_path: Path) -> None:
     """Hashes are never memoised on (path, size, mtime): an in-place edit is seen."""
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     build = CountingBuild()
     entry = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
     assert cache.lookup('m', 'onnx', FIELDS, (ARTIFACT,)) is not None  # hashed once here
@@ -324,7 +324,7 @@ def test_weights_hash_sees_in_place_edits(tmp_path: Path) -> None:
 
 def test_corruption_after_lookup_is_caught_at_read(tmp_path: Path) -> None:
     """A file corrupted between the lookup and the load: a clear CacheError, then a rebuild."""
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     build = CountingBuild()
     cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
     found = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
@@ -404,7 +404,7 @@ HOSTILE: list[tuple[str, Callable[[Path], None]]] = [
 def attack_and_recover(root: str, attack_name: str) -> dict:
     """Build an entry, attack it, then look it up, read it and get it again (in a child)."""
     attack = dict(HOSTILE)[attack_name]
-    cache = EngineCache(root)
+    cache = ArtifactCache(root)
     build = CountingBuild()
     entry = cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
     attack(entry.path)
@@ -458,7 +458,7 @@ def test_hostile_entry_is_refused_and_rebuilt(tmp_path: Path, attack: str) -> No
 
 def test_build_records_only_regular_files(tmp_path: Path) -> None:
     """A link a build leaves behind is not part of the entry; a required one is an error."""
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     (tmp_path / 'secret').write_text('outside')
 
     def with_link(folder: Path) -> None:
@@ -480,7 +480,7 @@ HOLDER = textwrap.dedent('''
     import time
     from pathlib import Path
 
-    from vision_nodes.artifacts.cache import EngineCache
+    from vision_nodes.artifacts.cache import ArtifactCache
 
     root, ready = sys.argv[1], Path(sys.argv[2])
 
@@ -491,7 +491,7 @@ HOLDER = textwrap.dedent('''
         time.sleep(600)  # an export that is still running (or hung)
 
 
-    EngineCache(root).get_or_build('m', 'onnx', {'k': 'live'}, build, files=('model.bin',))
+    ArtifactCache(root).get_or_build('m', 'onnx', {'k': 'live'}, build, files=('model.bin',))
 ''')
 
 
@@ -516,7 +516,7 @@ def test_stale_temporaries_are_removed_never_a_live_build(tmp_path: Path) -> Non
         old = root / f'.m-onnx-{"0" * 20}.k3x_9a7q'
         old.mkdir()
         (old / 'model.bin').write_bytes(b'stale')
-        cache = EngineCache(root)
+        cache = ArtifactCache(root)
         build = CountingBuild()
         cache.get_or_build('m', 'onnx', FIELDS, build, files=(ARTIFACT,))
         assert live.is_dir(), 'a live build lost its folder'
@@ -535,7 +535,7 @@ def test_stale_temporaries_are_removed_never_a_live_build(tmp_path: Path) -> Non
 
 
 # ----------------------------------------------------------------- through the ONNX runner
-class CorruptedAfterCheck(EngineCache):
+class CorruptedAfterCheck(ArtifactCache):
     """A cache whose artifact another process corrupts right after it was checked."""
 
     def get_or_build(self, *args, **kwargs):

@@ -289,7 +289,7 @@ def test_fuzzed_compressed_images_through_the_real_model(pipeline, bus_bgr) -> N
     length); everything else ends in an ImageConversionError in one bounded line or in an
     image of the header's size, and the frames that decode go through the model.
     """
-    from vision_nodes.decode import decode_compressed
+    from vision_nodes.image_codecs import decode_compressed
 
     bases = _compressed_bases(bus_bgr)
     pixels = [decode_compressed(data, fmt)[0] for data, fmt in bases]
@@ -493,7 +493,7 @@ CACHE_FUZZ = textwrap.dedent(r'''
 
     # Bounded memory: a read of /dev/zero fails the case instead of the machine.
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-    from vision_nodes.artifacts.cache import CacheError, EngineCache
+    from vision_nodes.artifacts.cache import CacheError, ArtifactCache
 
     root, seed, cases = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     rng = random.Random(seed)
@@ -639,7 +639,7 @@ CACHE_FUZZ = textwrap.dedent(r'''
     results = {'refused': 0, 'hit': 0, 'failures': [], 'kinds': {}}
     for case in range(cases):
         folder_ = root / f'case{case}'
-        cache = EngineCache(folder_)
+        cache = ArtifactCache(folder_)
         built = []
 
         def build(folder):

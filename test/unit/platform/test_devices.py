@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from vision_nodes.artifacts.cache import EngineCache
+from vision_nodes.artifacts.cache import ArtifactCache
 from vision_nodes.limits import MAX_DEVICE_INDEX
 from vision_nodes.manifest import resolve_manifest
 from vision_nodes.platform.devices import DeviceError, parse_device
@@ -69,7 +69,7 @@ def test_values_that_name_no_device_are_one_line_errors(spec, problem):
 def config(tmp_path_factory) -> RunnerConfig:
     manifest = resolve_manifest('yolov8n')
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(), backend='onnx',
-                        cache=EngineCache(tmp_path_factory.mktemp('cache')), precision='fp32')
+                        cache=ArtifactCache(tmp_path_factory.mktemp('cache')), precision='fp32')
 
 
 @pytest.mark.parametrize('backend,provider,device,takes', [

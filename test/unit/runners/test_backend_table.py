@@ -15,7 +15,7 @@ import pytest
 
 from vision_nodes import manifest as manifest_module
 from vision_nodes import pipeline as pipeline_module
-from vision_nodes.artifacts.cache import EngineCache
+from vision_nodes.artifacts.cache import ArtifactCache
 from vision_nodes.manifest import ManifestError, parse_manifest, resolve_manifest
 from vision_nodes.platform.devices import DEVICE_KINDS
 from vision_nodes.runners import backends, registry
@@ -59,7 +59,7 @@ def test_runners_take_no_device_kind_the_table_does_not_name(manifest, tmp_path)
     for name, row in BACKENDS.items():
         assert set(row.device_kinds) <= set(DEVICE_KINDS), name
         config = RunnerConfig(manifest=manifest, weights=manifest.weights_path(),
-                              backend=name, cache=EngineCache(tmp_path))
+                              backend=name, cache=ArtifactCache(tmp_path))
         kinds = runner_class(name).device_kinds(config)
         assert set(kinds) <= set(row.device_kinds), name
         if name != 'onnx':
@@ -97,7 +97,7 @@ def test_select_checks_a_named_backend_once(manifest):
 def test_create_runner_loads_one_named_backend_only(manifest, tmp_path):
     """auto is decided before any runner exists: create_runner has no second auto loop."""
     config = RunnerConfig(manifest=manifest, weights=manifest.weights_path(), backend='auto',
-                          cache=EngineCache(tmp_path))
+                          cache=ArtifactCache(tmp_path))
     with pytest.raises(RunnerError, match="create_runner loads one named backend: decide "
                                           "'auto' with registry.select"):
         create_runner(config)

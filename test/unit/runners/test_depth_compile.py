@@ -14,7 +14,7 @@ torch = pytest.importorskip('torch', reason='PyTorch is not installed')
 pytest.importorskip('transformers', reason='transformers is not installed')
 
 from depth_weights import IMAGENET, depth_anything_folder, shared_folder, yolo_depth_pt  # noqa
-from vision_nodes.artifacts.cache import EngineCache  # noqa: E402
+from vision_nodes.artifacts.cache import ArtifactCache  # noqa: E402
 from vision_nodes.manifest import parse_manifest  # noqa: E402
 from vision_nodes.runners.base import RunnerConfig  # noqa: E402
 from vision_nodes.runners.torch_runner import ULTRALYTICS_COMPILE_REASON, TorchRunner  # noqa
@@ -30,7 +30,7 @@ def _manifest(weights, architecture='transformers', size=(42, 56)):
 
 def _runner(manifest, tmp_path, lines, compile_=True) -> TorchRunner:
     config = RunnerConfig(manifest=manifest, weights=manifest.weights_path(), backend='cpu',
-                          cache=EngineCache(tmp_path / 'cache'), torch_compile=compile_,
+                          cache=ArtifactCache(tmp_path / 'cache'), torch_compile=compile_,
                           log=lines.append)
     runner = TorchRunner(config)
     runner.load()

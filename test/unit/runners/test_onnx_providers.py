@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vision_nodes.artifacts.cache import CacheError, EngineCache
+from vision_nodes.artifacts.cache import CacheError, ArtifactCache
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
 from vision_nodes.manifest import resolve_manifest
@@ -52,13 +52,13 @@ def log() -> list[str]:
 @pytest.fixture
 def config(manifest, model_dir, engine_cache_dir, log) -> RunnerConfig:
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(str(model_dir)),
-                        backend='onnx', cache=EngineCache(engine_cache_dir), log=log.append)
+                        backend='onnx', cache=ArtifactCache(engine_cache_dir), log=log.append)
 
 
 @pytest.fixture(scope='module')
 def onnx_bytes(manifest, model_dir, engine_cache_dir) -> bytes:
     entry = ensure_onnx(manifest, manifest.weights_path(str(model_dir)),
-                        EngineCache(engine_cache_dir))
+                        ArtifactCache(engine_cache_dir))
     return entry.read_verified(ONNX_FILE)
 
 
@@ -177,7 +177,7 @@ def test_named_provider_does_not_fall_back(monkeypatch, config, onnx_bytes):
 
 def test_tensorrt_provider_options(tmp_path):
     """TensorRT EP caches go in a folder per model and key inside engine_cache_dir."""
-    cache = EngineCache(tmp_path / 'engines')
+    cache = ArtifactCache(tmp_path / 'engines')
     common = dict(cache=cache, model='yolov8n', ort_version='1.31.1')
     fp16 = provider_options(TENSORRT, device='cuda:1', precision='fp16',
                             onnx_sha256='a' * 64, **common)
@@ -198,7 +198,7 @@ def test_tensorrt_provider_options(tmp_path):
 
 def test_device_and_openvino_options(tmp_path):
     """device → device_id for GPU providers, device_type for OpenVINO; mismatches refused."""
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     opts = dict(cache=cache, model='m', onnx_sha256='c' * 64, ort_version='1.31.1')
     assert provider_options(CUDA, device='2', precision='fp32', **opts) == {'device_id': 2}
     assert provider_options('ROCMExecutionProvider', device='rocm:1', precision='fp32',
@@ -271,7 +271,7 @@ def test_fp16_graph_is_valid_and_agrees_with_fp32(onnx_bytes, assets, tmp_path, 
     """
     import cv2
 
-    cache = EngineCache(tmp_path)
+    cache = ArtifactCache(tmp_path)
     entry = ensure_fp16_onnx('yolov8n', onnx_bytes, cache)
     assert entry.hit is False
     again = ensure_fp16_onnx('yolov8n', onnx_bytes, cache)
@@ -306,7 +306,7 @@ def test_missing_converter_is_a_clear_error(monkeypatch, onnx_bytes, tmp_path):
                  'onnxconverter_common'):
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(CacheError, match='pip install onnx onnxconverter-common'):
-        ensure_fp16_onnx('yolov8n', onnx_bytes, EngineCache(tmp_path))
+        ensure_fp16_onnx('yolov8n', onnx_bytes, ArtifactCache(tmp_path))
 
 
 # -- what real installs do: CPU fallback, TensorRT provider settings, OpenVINO, ROCm ---------
@@ -376,7 +376,7 @@ def test_tensorrt_provider_has_cuda_behind_it_and_a_shape_profile(monkeypatch, c
 def test_openvino_provider_precision_is_what_the_device_runs(tmp_path):
     """fp16 on the CPU (OpenVINO's provider refuses FP16 there) and fp32 on an NPU (it would
     run as fp16 without a word) are refused with the reason; the rest is allowed."""
-    opts = dict(cache=EngineCache(tmp_path), model='m', onnx_sha256='d' * 64,
+    opts = dict(cache=ArtifactCache(tmp_path), model='m', onnx_sha256='d' * 64,
                 ort_version='1.31.1')
     for device in ('', 'CPU'):
         with pytest.raises(RunnerError, match="on the CPU runs precision 'fp32' only"):

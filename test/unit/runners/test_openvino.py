@@ -28,7 +28,7 @@ import cv2  # noqa: E402
 
 from detection_match import assert_same_detections  # noqa: E402
 from hostile_files import png_header  # noqa: E402
-from vision_nodes.artifacts.cache import EngineCache, cache_key  # noqa: E402
+from vision_nodes.artifacts.cache import ArtifactCache, cache_key  # noqa: E402
 from vision_nodes.artifacts.calibration import CalibrationError, calibration_set  # noqa: E402
 from vision_nodes.artifacts.openvino_convert import (IR_BIN, IR_XML,  # noqa: E402
                                                      ir_cache_fields)
@@ -405,7 +405,7 @@ def test_a_file_swapped_after_the_check_is_never_loaded(build, fp32, engine_cach
     weights = next(p for p in tmp_path.glob('yolov8n-openvino-*/model.bin')
                    if 'int8' not in p.parent.name)
     # As if the entry had been checked (lookup) and then swapped before the runner read it.
-    monkeypatch.setattr(EngineCache, 'validate', staticmethod(lambda entry, files=(): True))
+    monkeypatch.setattr(ArtifactCache, 'validate', staticmethod(lambda entry, files=(): True))
     weights.write_bytes(bytes(weights.stat().st_size))
     with pytest.raises(CacheError, match='model.bin does not match the hash recorded'):
         build(cache_dir=tmp_path)

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from vision_nodes.artifacts.cache import EngineCache
+from vision_nodes.artifacts.cache import ArtifactCache
 from vision_nodes.manifest import KNOWN_BACKENDS, ManifestError, parse_manifest, \
     resolve_manifest
 from vision_nodes.platform.cpu import cpu_info, parse_cpuinfo
@@ -30,7 +30,7 @@ def manifest():
 @pytest.fixture
 def config(manifest, tmp_path) -> RunnerConfig:
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(), backend='openvino',
-                        cache=EngineCache(tmp_path))
+                        cache=ArtifactCache(tmp_path))
 
 
 def test_one_table_for_every_backend():
@@ -73,7 +73,7 @@ def test_backends_that_cannot_run_a_manifests_precisions_are_refused_at_load(man
         check_manifest(bad)
     with pytest.raises(RunnerError, match="lists backend 'onnx'"):
         create_runner(RunnerConfig(manifest=bad, weights=manifest.weights_path(),
-                                   backend='openvino', cache=EngineCache('/nonexistent')))
+                                   backend='openvino', cache=ArtifactCache('/nonexistent')))
     for name in ('yolov8n', 'yolov8n_int8_openvino'):
         check_manifest(resolve_manifest(name))
 

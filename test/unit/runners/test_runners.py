@@ -13,7 +13,7 @@ from vision_nodes.runners import backends
 from vision_nodes.runners.backends import AUTO_ORDER
 from vision_nodes.runners.registry import (BACKEND_MAP, check_supported, create_runner,
                                            runner_class, select)
-from vision_nodes.artifacts.cache import EngineCache
+from vision_nodes.artifacts.cache import ArtifactCache
 from vision_nodes.manifest import KNOWN_BACKENDS, resolve_manifest
 from vision_nodes.pipeline import build_pipeline
 from vision_nodes.loaders import ModelLoadError
@@ -30,7 +30,7 @@ def manifest():
 @pytest.fixture
 def config(manifest, model_dir, engine_cache_dir) -> RunnerConfig:
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(str(model_dir)),
-                        backend='onnx', cache=EngineCache(engine_cache_dir))
+                        backend='onnx', cache=ArtifactCache(engine_cache_dir))
 
 
 def test_backend_map_covers_every_known_backend():
@@ -146,7 +146,7 @@ def test_missing_weights_is_a_clear_error(config, tmp_path):
 
 def test_export_is_cached_and_reused(config, tmp_path):
     """First load exports into the cache; a second load hits it and skips the export."""
-    fresh = replace(config, cache=EngineCache(tmp_path / 'cache'))
+    fresh = replace(config, cache=ArtifactCache(tmp_path / 'cache'))
     first = create_runner(fresh)
     assert first.cache_hit is False
     path = first.model_path
@@ -167,7 +167,7 @@ def test_export_is_cached_and_reused(config, tmp_path):
 
 def test_corrupt_cached_onnx_is_rebuilt(config, tmp_path):
     """A truncated cached model is detected and exported again, not loaded."""
-    fresh = replace(config, cache=EngineCache(tmp_path / 'cache'))
+    fresh = replace(config, cache=ArtifactCache(tmp_path / 'cache'))
     runner = create_runner(fresh)
     path = runner.model_path
     runner.unload()

@@ -37,11 +37,11 @@ from hostile_files import png_header
 from vision_nodes.artifacts import tensorrt_build
 from vision_nodes.artifacts.calibration import calibration_set
 from vision_nodes.artifacts.chain import ArtifactChain
-from vision_nodes.artifacts.cache import EngineCache, file_sha256
+from vision_nodes.artifacts.cache import ArtifactCache, file_sha256
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE
 from vision_nodes.manifest import parse_manifest, resolve_manifest
-from vision_nodes.pipeline import (ModelPipeline, artifact_chain, build_pipeline,
+from vision_nodes.pipeline import (LoadedModel, artifact_chain, build_pipeline,
                                    build_pipelines, calibration_preprocessor)
 from vision_nodes.platform import cuda
 from vision_nodes.runners.base import RunnerConfig, RunnerError
@@ -75,7 +75,7 @@ def yolo_onnx(model_dir, engine_cache_dir) -> Path:
     """YOLOv8n exported to ONNX once, in the session's engine cache."""
     manifest = resolve_manifest('yolov8n')
     entry = ensure_onnx(manifest, manifest.weights_path(str(model_dir)),
-                        EngineCache(engine_cache_dir))
+                        ArtifactCache(engine_cache_dir))
     return entry.file(ONNX_FILE)
 
 
@@ -136,7 +136,7 @@ def log() -> list[str]:
 @pytest.fixture
 def config(yolo_onnx, tmp_path, log) -> RunnerConfig:
     manifest = _manifest(yolo_onnx)
-    cache = EngineCache(tmp_path / 'cache')
+    cache = ArtifactCache(tmp_path / 'cache')
     return RunnerConfig(manifest=manifest, weights=yolo_onnx, backend='tensorrt', cache=cache,
                         log=log.append, artifacts=artifact_chain(cache, log.append))
 
@@ -145,7 +145,7 @@ def config(yolo_onnx, tmp_path, log) -> RunnerConfig:
 def tiny_config(tiny_onnx, tmp_path, log) -> RunnerConfig:
     """The small dynamic model at 640 x 640: fast where the network itself does not matter."""
     manifest = _manifest(tiny_onnx, 'tiny', (640, 640))
-    cache = EngineCache(tmp_path / 'cache')
+    cache = ArtifactCache(tmp_path / 'cache')
     return RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt', cache=cache,
                         log=log.append, artifacts=artifact_chain(cache, log.append))
 
@@ -292,7 +292,7 @@ def test_noncontiguous_input_is_copied_contiguously(fake_trt, tiny_onnx, tmp_pat
     """A strided view reaches the GPU as its values, not as the raw memory behind it."""
     manifest = _manifest(tiny_onnx, 'tiny', (64, 128))
     runner = create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
-                                        backend='tensorrt', cache=EngineCache(tmp_path)))
+                                        backend='tensorrt', cache=ArtifactCache(tmp_path)))
     try:
         big = np.random.default_rng(2).random((1, 3, 64, 256), dtype=np.float32)
         view = big[..., ::2]
@@ -419,7 +419,7 @@ def test_int8_without_calibration_images_is_refused(fake_trt, tiny_config, tmp_p
         create_runner(replace(config, precision='int8', calibration_dir=str(tmp_path)))
 
 
-def _recording_chain(cache: EngineCache, log, seen: list[np.ndarray]) -> ArtifactChain:
+def _recording_chain(cache: ArtifactCache, log, seen: list[np.ndarray]) -> ArtifactChain:
     """The pipeline's chain, keeping a copy of every calibration tensor it makes."""
     def preprocessor_for(manifest):
         real = calibration_preprocessor(manifest)
@@ -450,7 +450,7 @@ def test_tensorrt_and_openvino_int8_calibrate_on_the_same_set(fake_trt, tiny_onn
     # calibration profile's opt shape; OpenVINO does at rect shapes for rect models).
     manifest = _manifest(tiny_onnx, 'tiny', (320, 320), rect=False,
                          backends=['onnx', 'tensorrt', 'openvino'])
-    cache = EngineCache(tmp_path / 'cache')
+    cache = ArtifactCache(tmp_path / 'cache')
     fed: dict[str, list[np.ndarray]] = {'tensorrt': [], 'openvino': []}
     entries = {}
     for backend in ('tensorrt', 'openvino'):
@@ -481,7 +481,7 @@ def test_tensorrt_and_openvino_int8_calibrate_on_the_same_set(fake_trt, tiny_onn
         assert ours.shape == (1, 3, 320, 320)
 
 
-def runner_folder(cache: EngineCache, kind: str) -> Path:
+def runner_folder(cache: ArtifactCache, kind: str) -> Path:
     """The one entry of ``kind`` in ``cache`` (e.g. 'tensorrt')."""
     found = [d for d in cache.root.iterdir() if d.is_dir() and f'-{kind}-' in d.name]
     assert len(found) == 1, found
@@ -542,7 +542,7 @@ def test_unparsable_onnx_is_a_clear_error(fake_trt, fake_gpu, tmp_path):
     """TensorRT's parser errors come back in one RunnerError; nothing is cached or leaked."""
     broken = tmp_path / 'broken.onnx'
     broken.write_bytes(b'not an onnx model')
-    cache = EngineCache(tmp_path / 'cache')
+    cache = ArtifactCache(tmp_path / 'cache')
     with pytest.raises(RunnerError, match="'tensorrt': TensorRT cannot parse the ONNX model: "
                                           'ModelImporter'):
         create_runner(RunnerConfig(manifest=_manifest(broken), weights=broken,
@@ -557,13 +557,13 @@ def test_rect_profile_and_prepare_shape(fake_trt, tiny_onnx, tmp_path):
     """A dynamic ONNX gets a min/opt/max profile; prepare_shape sets the context's shape."""
     manifest = _manifest(tiny_onnx, 'tiny', (128, 128))
     runner = create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
-                                        backend='tensorrt', cache=EngineCache(tmp_path)))
+                                        backend='tensorrt', cache=ArtifactCache(tmp_path)))
     try:
         profile = _calls(fake_trt, 'set_shape')[0]
         assert (profile['min'], profile['opt'], profile['max']) == (
             (1, 3, 32, 32), (1, 3, 128, 128), (1, 3, 128, 128))
         assert runner.dynamic_shapes is True
-        model = ModelPipeline(manifest, runner, create_task(manifest), [])
+        model = LoadedModel(manifest, runner, create_task(manifest), [])
         image = np.zeros((360, 640, 3), np.uint8)
         assert model.input_shape(image.shape[:2]) == (96, 128)
         model.process(image, 'bgr8', DetectionParams(confidence=1.0))
@@ -582,7 +582,7 @@ def test_fixed_shape_engine_when_rect_is_off(fake_trt, tiny_onnx, tmp_path):
     """rect: false builds min = opt = max and refuses other shapes clearly."""
     manifest = _manifest(tiny_onnx, 'tiny', (128, 128), rect=False)
     runner = create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
-                                        backend='tensorrt', cache=EngineCache(tmp_path)))
+                                        backend='tensorrt', cache=ArtifactCache(tmp_path)))
     try:
         profile = _calls(fake_trt, 'set_shape')[0]
         assert profile['min'] == profile['opt'] == profile['max'] == (1, 3, 128, 128)
@@ -667,7 +667,7 @@ def test_one_logger_for_every_runner(fake_trt, tiny_onnx, tmp_path):
     """TensorRT keeps the first logger of the process: each runner's messages still reach
     its own log, and the logger outlives the runner that created it."""
     logs: dict[str, list[str]] = {'a': [], 'b': []}
-    cache = EngineCache(tmp_path / 'cache')
+    cache = ArtifactCache(tmp_path / 'cache')
 
     def load(name):
         manifest = _manifest(tiny_onnx, name, (64, 64))
@@ -703,7 +703,7 @@ def test_external_weights_are_found_beside_the_model(fake_trt, tiny_onnx, tmp_pa
     monkeypatch.chdir(elsewhere)
     weights = model_dir / 'tiny.onnx'
     config = RunnerConfig(manifest=_manifest(weights, 'tiny', (64, 64)), weights=weights,
-                          backend='tensorrt', cache=EngineCache(tmp_path / 'cache'))
+                          backend='tensorrt', cache=ArtifactCache(tmp_path / 'cache'))
     runner = create_runner(config)
     try:
         assert _calls(fake_trt, 'parse')[0]['path'] == str(weights)

@@ -18,9 +18,9 @@ from typing import Any, Callable
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 
-from ...pipeline import ModelPipeline
+from ...pipeline import LoadedModel
 from ...tasks.depth import DepthParams, DepthResult
-from .depth import camera_info_for, colored_to_msg, depth_to_msg
+from .depth_messages import camera_info_for, colored_to_msg, depth_to_msg
 
 #: Depth images are frame-sized: keep only the newest one queued.
 IMAGES = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
@@ -33,7 +33,7 @@ CAMERA_INFO_IN = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
 class DepthOutputs:
     """Publishers of one depth model."""
 
-    def __init__(self, node: Any, model: ModelPipeline, namespace: str = '',
+    def __init__(self, node: Any, model: LoadedModel, namespace: str = '',
                  report_error: Callable[[str], None] = lambda text: None) -> None:
         self._node = node
         self._report_error = report_error

@@ -8,9 +8,9 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from ...pipeline import ModelPipeline
+from ...pipeline import LoadedModel
 from ...tasks.detect import DetectionParams, Detections
-from .detections import detections_to_cdr
+from .detection_messages import detections_to_cdr
 from .label_info import label_info_msg
 
 #: label_info is sent once per activation and kept for late subscribers.
@@ -22,7 +22,7 @@ LATCHED = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
 class DetectionOutputs:
     """Publishers of one detection model: ``<ns>detections`` and ``<ns>label_info``."""
 
-    def __init__(self, node: Any, model: ModelPipeline, namespace: str = '',
+    def __init__(self, node: Any, model: LoadedModel, namespace: str = '',
                  report_error: Callable[[str], None] = lambda text: None) -> None:
         self._node = node
         self._report_error = report_error

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol, runtime_checkable
 
-from ...pipeline import ModelPipeline
+from ...pipeline import LoadedModel
 
 
 @runtime_checkable
@@ -43,4 +43,4 @@ class Outputs(Protocol):
 
 
 #: ``cls(node, model, namespace, report_error)`` → the model's outputs.
-OutputsFactory = Callable[[Any, ModelPipeline, str, Callable[[str], None]], Outputs]
+OutputsFactory = Callable[[Any, LoadedModel, str, Callable[[str], None]], Outputs]

@@ -1,4 +1,4 @@
-"""Compressed images → arrays: vision_nodes.decode and the CompressedImage adapter.
+"""Compressed images → arrays: vision_nodes.image_codecs and the CompressedImage adapter.
 
 Reference pixels come from OpenCV (``cv2.imread`` / ``cv2.imdecode``) and from the arrays the
 test data was encoded from; messages are real ``sensor_msgs/CompressedImage`` objects put
@@ -18,9 +18,9 @@ from rclpy.serialization import deserialize_message, serialize_message
 from sensor_msgs.msg import CompressedImage
 from std_msgs.msg import Header
 
-from vision_nodes import decode
-from vision_nodes.decode import (MAX_PIXELS, MAX_SIDE, CompressedFormat, decode_compressed,
-                                 default_jpeg_decoder, parse_format, read_header)
+from vision_nodes import image_codecs as codecs
+from vision_nodes.image_codecs import (MAX_PIXELS, MAX_SIDE, CompressedFormat, decode_compressed,
+                                       default_jpeg_decoder, parse_format, read_header)
 from vision_nodes.images import ImageConversionError, to_rgb
 from vision_nodes.ros.compressed_input import compressed_to_numpy, numpy_to_compressed
 
@@ -381,7 +381,7 @@ def test_damaged_but_complete_jpeg_decodes_with_the_damage(decoder):
 # ----------------------------------------------------------------- decoders, buffers
 def test_default_decoder_and_fallback(monkeypatch):
     assert default_jpeg_decoder() == 'simplejpeg'
-    monkeypatch.setattr(decode, '_simplejpeg', None)  # as on a machine without simplejpeg
+    monkeypatch.setattr(codecs, '_simplejpeg', None)  # as on a machine without simplejpeg
     assert default_jpeg_decoder() == 'opencv'
     image, encoding = decode_compressed(JPEG, 'bgr8; jpeg compressed bgr8')
     assert encoding == 'bgr8' and image.shape == BGR.shape
