@@ -362,7 +362,7 @@ def _parse(trt: ModuleType, network: Any, onnx_bytes: bytes, onnx_path: Path | N
 
 
 def _calibration_profile(builder: Any, name: str, profile: Profile, shapes: Any) -> Any:
-    """The profile int8 calibration runs at: its opt shape is one image at input_size.
+    """Return the profile int8 calibration runs at: its opt shape is one image at input_size.
 
     The calibrator feeds one image a batch; a profile for batches (opt = ``max_batch``
     images) gets a calibration profile of its own, with an opt batch of one.
