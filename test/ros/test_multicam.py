@@ -111,7 +111,8 @@ def test_each_camera_gets_its_own_results_in_its_namespace(model_dir, engine_cac
 def test_a_silent_camera_holds_back_no_other_and_each_has_a_diagnostics_entry(
         model_dir, engine_cache_dir, images):
     """Only /front sends (a long batch window): its frames are answered; /diagnostics has
-    an entry per camera, the silent ones saying so."""
+    an entry per camera, the silent ones saying so; after deactivate and activate the
+    cameras are taken again."""
     h = Harness(_params(model_dir, engine_cache_dir, batch_window=300.0), 'vn_multicam_stall')
     try:
         answers, pubs = _activate(h, ('front',))
@@ -131,6 +132,13 @@ def test_a_silent_camera_holds_back_no_other_and_each_has_a_diagnostics_entry(
         assert diagnostics.get(30.0, entries) is not None, sorted(names)
         assert names['/vn_multicam_stall: /rear/image_raw']['frames received'] == '0'
         assert int(names['/vn_multicam_stall']['frames processed']) >= 3
+        c = h.client  # deactivate drops every camera; activate takes them again
+        assert c.change_state('deactivate')
+        assert wait_for(lambda: c.node.count_subscribers('/front/image_raw') == 0, 30.0)
+        assert c.change_state('activate')
+        got = publish_until_answered(pubs['front'], _msg(images['front'], 'front_again'),
+                                     answers['front'])
+        assert got is not None and got.header.frame_id == 'front_again'
     finally:
         h.close()
 
