@@ -114,7 +114,7 @@ class VisionNode(LifecycleNode):
                 outputs = factory(self, model, inner, self.frames.frame_error) \
                     if spaces is None else CameraOutputs(
                         factory, self, model, [s + inner for s in spaces],
-                        self.frames.frame_error)
+                        self.frames.frame_error, p('image_topics'))
                 params.listener = outputs.params_changed
                 models.append(ServedModel(model.manifest.name, model, params, outputs))
         except BaseException:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from ...pipeline import LoadedModel
+from ..camera_names import topic_namespace
 from .protocol import Outputs, OutputsFactory
 
 
@@ -17,12 +18,21 @@ class CameraOutputs:
     """The outputs of one model, one set per camera (index = the camera's in ``image_topics``)."""
 
     def __init__(self, factory: OutputsFactory, node: Any, model: LoadedModel,
-                 namespaces: Sequence[str], report_error: Callable[[str], None]) -> None:
+                 namespaces: Sequence[str], report_error: Callable[[str], None],
+                 image_topics: Sequence[str]) -> None:
+        """Make the outputs of each camera in its namespace.
+
+        Outputs that read a ``camera_info`` read the camera's own: the sibling of its image
+        topic (``/front/image_raw`` -> ``/front/camera_info``), as camera drivers publish it.
+        """
         #: Each camera's outputs, in ``image_topics`` order.
         self.cameras: list[Outputs] = []
         try:
-            for space in namespaces:
-                self.cameras.append(factory(node, model, space, report_error))
+            for space, topic in zip(namespaces, image_topics):
+                outputs = factory(node, model, space, report_error)
+                self.cameras.append(outputs)
+                if hasattr(outputs, 'camera_info'):
+                    outputs.camera_info = f'{topic_namespace(topic)}camera_info'
         except BaseException:
             self.destroy()
             raise
