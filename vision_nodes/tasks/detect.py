@@ -6,7 +6,7 @@ NMS itself (exact greedy, see :mod:`.nms`) is batched over all classes at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -30,9 +30,22 @@ class Detections:
     boxes: np.ndarray      # (N, 4) float32 xyxy
     scores: np.ndarray     # (N,) float32
     class_ids: np.ndarray  # (N,) int64
+    #: Track ids (N,) int64 when a tracker follows the detections; None: untracked, the
+    #: published id of a detection is then its index.
+    track_ids: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
+
+    def take(self, index: np.ndarray, track_ids: np.ndarray | None = None) -> 'Detections':
+        """The detections at ``index`` (in that order), with these track ids."""
+        return replace(self, boxes=self.boxes[index], scores=self.scores[index],
+                       class_ids=self.class_ids[index], track_ids=track_ids)
+
+    def ids(self) -> list[str]:
+        """The published ``id`` of each detection: its track id, else its index."""
+        values = range(len(self)) if self.track_ids is None else self.track_ids.tolist()
+        return [str(int(v)) for v in values]
 
     @classmethod
     def empty(cls) -> 'Detections':

@@ -11,7 +11,8 @@ from ...tasks.detect import Detections
 def detections_to_msg(dets: Detections, header) -> Detection2DArray:
     """Build a Detection2DArray; ``class_id`` is the class index as a string.
 
-    Each Detection2D carries the input image's header, one hypothesis and an axis-aligned
+    ``id`` is the detection's track id when a tracker follows the detections, else its index
+    in the array (both as decimal strings). Each Detection2D carries the input image's header, one hypothesis and an axis-aligned
     box (centre and size in source pixels, ``theta`` 0).
     """
     out = Detection2DArray()
@@ -20,9 +21,10 @@ def detections_to_msg(dets: Detections, header) -> Detection2DArray:
     scores = dets.scores.astype(float).tolist()
     classes = dets.class_ids.tolist()
     detections = []
-    for (x1, y1, x2, y2), score, cls in zip(boxes, scores, classes):
+    for (x1, y1, x2, y2), score, cls, ident in zip(boxes, scores, classes, dets.ids()):
         det = Detection2D()
         det.header = header
+        det.id = ident
         det.bbox.center.position.x = (x1 + x2) / 2.0
         det.bbox.center.position.y = (y1 + y2) / 2.0
         det.bbox.size_x = x2 - x1
@@ -43,4 +45,4 @@ def detections_to_cdr(dets: Detections, header) -> bytes:
     detections, unlike building and publishing the message objects.
     """
     return encode_detection2d_array(header.stamp.sec, header.stamp.nanosec, header.frame_id,
-                                    dets.boxes, dets.scores, dets.class_ids)
+                                    dets.boxes, dets.scores, dets.class_ids, dets.ids())
