@@ -1,0 +1,105 @@
+"""An aligned depth image topic, paired with colour frames by stamp (``depth_source: topic``).
+
+REP 118 depth images: ``32FC1`` in metres or ``16UC1`` in millimetres, NaN or 0 where the
+sensor has no return. The newest few are kept; a colour frame takes the one whose stamp is
+nearest its own within ``depth_slop`` seconds, waiting up to that long for one still on its
+way (``message_filters`` is not available everywhere the node runs, and one pairing rule for
+one pair of topics needs no more than this).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+import numpy as np
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image
+
+from ..images import ImageConversionError
+from ..limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+
+#: Depth images kept for pairing (a few frames of a 30 Hz camera).
+KEEP = 8
+#: A best-effort subscription hears reliable and best-effort depth cameras alike.
+DEPTH_IN = QoSProfile(depth=2, history=HistoryPolicy.KEEP_LAST,
+                      reliability=ReliabilityPolicy.BEST_EFFORT)
+#: Bytes per pixel and the factor to metres of each accepted encoding.
+DEPTH_ENCODINGS = {'32FC1': ('f4', 1.0), '16UC1': ('u2', 1e-3), 'mono16': ('u2', 1e-3)}
+
+
+def stamp_ns(stamp: Any) -> int:
+    """A ``builtin_interfaces/Time`` as integer nanoseconds."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def depth_to_metres(msg: Any) -> np.ndarray:
+    """Return a depth Image as float32 metres (NaN, inf or 0 where there is no return).
+
+    Raises ImageConversionError in one line for another encoding or inconsistent sizes.
+    """
+    kind = DEPTH_ENCODINGS.get(msg.encoding)
+    if kind is None:
+        raise ImageConversionError(
+            f"depth image encoding '{msg.encoding[:40]}' is not 32FC1 (metres) or 16UC1 "
+            '(millimetres): publish an aligned depth image in one of them (REP 118)')
+    height, width, step = int(msg.height), int(msg.width), int(msg.step)
+    dtype = np.dtype(kind[0]).newbyteorder('>' if msg.is_bigendian else '<')
+    data = memoryview(msg.data).cast('B')
+    if height * width > MAX_IMAGE_PIXELS or height * step > MAX_IMAGE_BYTES:
+        raise ImageConversionError(f'depth image of {width}x{height} is larger than accepted')
+    if step < width * dtype.itemsize or len(data) < height * step or not height or not width:
+        raise ImageConversionError(
+            f'depth image is inconsistent: {width}x{height}, step {step}, {len(data)} bytes')
+    rows = np.frombuffer(data, dtype=np.uint8, count=height * step).reshape(height, step)
+    pixels = rows[:, :width * dtype.itemsize].copy().view(dtype).reshape(height, width)
+    if kind[1] == 1.0:
+        return pixels.astype(np.float32, copy=False)
+    return pixels.astype(np.float32) * np.float32(kind[1])
+
+
+class DepthTopic:
+    """The subscription to the depth topic and the newest depth images, by stamp."""
+
+    def __init__(self, node: Any, topic: str) -> None:
+        self._node = node
+        self._images: deque = deque(maxlen=KEEP)
+        self._arrived = threading.Condition()
+        self._sub = node.endpoints.subscription(Image, topic, self._on_depth, DEPTH_IN,
+                                                label='depth_topic')
+        #: The topic as resolved (for messages).
+        self.topic_name = node.resolve_topic_name(topic)
+        #: Whether any depth image arrived since activation.
+        self.heard = False
+
+    def _on_depth(self, msg: Any) -> None:
+        with self._arrived:
+            self._images.append((stamp_ns(msg.header.stamp), msg))
+            self.heard = True
+            self._arrived.notify_all()
+
+    def _nearest(self, stamp: int, slop_ns: int) -> tuple[Any, bool]:
+        """(the image nearest ``stamp`` within slop or None, whether a later one arrived)."""
+        best, later = None, False
+        for got, msg in self._images:
+            later = later or got > stamp + slop_ns
+            if abs(got - stamp) <= slop_ns and (best is None or
+                                                abs(got - stamp) < abs(best[0] - stamp)):
+                best = (got, msg)
+        return (best[1] if best else None), later
+
+    def match(self, stamp: Any, slop_s: float) -> Any:
+        """The depth image paired with a colour frame of ``stamp`` (None: none within slop)."""
+        target, slop_ns = stamp_ns(stamp), int(slop_s * 1e9)
+        with self._arrived:
+            msg, later = self._nearest(target, slop_ns)
+            if msg is None and not later:
+                self._arrived.wait_for(lambda: any(self._nearest(target, slop_ns)),
+                                       timeout=slop_s)
+                msg, _ = self._nearest(target, slop_ns)
+        return msg
+
+    def destroy(self) -> None:
+        """Destroy the subscription."""
+        self._node.endpoints.destroy(self._sub)
