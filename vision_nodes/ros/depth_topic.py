@@ -4,7 +4,9 @@ REP 118 depth images: ``32FC1`` in metres or ``16UC1`` in millimetres, NaN or 0 
 sensor has no return. The newest few are kept; a colour frame takes the one whose stamp is
 nearest its own within ``depth_slop`` seconds, waiting up to that long for one still on its
 way (``message_filters`` is not available everywhere the node runs, and one pairing rule for
-one pair of topics needs no more than this).
+one pair of topics needs no more than this). The subscription's QoS is chosen at activation
+as the image's ``qos_reliability: auto`` chooses it (reliable unless a publisher present then
+is best effort).
 """
 
 from __future__ import annotations
@@ -14,17 +16,16 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 
 from ..images import ImageConversionError
 from ..limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+from .qos import choose_qos
 
 #: Depth images kept for pairing (a few frames of a 30 Hz camera).
 KEEP = 8
-#: A best-effort subscription hears reliable and best-effort depth cameras alike.
-DEPTH_IN = QoSProfile(depth=2, history=HistoryPolicy.KEEP_LAST,
-                      reliability=ReliabilityPolicy.BEST_EFFORT)
+#: Queue depth of the depth subscription.
+DEPTH_QUEUE = 2
 #: Bytes per pixel and the factor to metres of each accepted encoding.
 DEPTH_ENCODINGS = {'32FC1': ('f4', 1.0), '16UC1': ('u2', 1e-3), 'mono16': ('u2', 1e-3)}
 
@@ -66,10 +67,15 @@ class DepthTopic:
         self._node = node
         self._images: deque = deque(maxlen=KEEP)
         self._arrived = threading.Condition()
-        self._sub = node.endpoints.subscription(Image, topic, self._on_depth, DEPTH_IN,
-                                                label='depth_topic')
         #: The topic as resolved (for messages).
         self.topic_name = node.resolve_topic_name(topic)
+        # Reliable unless a publisher there is best effort (depth images are large: a
+        # best-effort subscription loses the ones a dropped fragment breaks).
+        choice = choose_qos(node.get_publishers_info_by_topic(self.topic_name), DEPTH_QUEUE,
+                            self.topic_name)
+        node.get_logger().info(f'depth_topic: {choice.reason}')
+        self._sub = node.endpoints.subscription(Image, topic, self._on_depth, choice.profile,
+                                                label='depth_topic')
         #: Whether any depth image arrived since activation.
         self.heard = False
 
