@@ -20,7 +20,7 @@ _FONT = cv2.FONT_HERSHEY_SIMPLEX
 
 
 def colour(key: int) -> tuple[int, int, int]:
-    """A bright BGR colour fixed for ``key`` (a class index or a track id)."""
+    """Return a bright BGR colour fixed for ``key`` (a class index or a track id)."""
     rng = np.random.default_rng(int(key) & 0xFFFFFFFF)
     return tuple(int(c) for c in rng.integers(64, 256, 3))
 

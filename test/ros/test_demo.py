@@ -58,3 +58,22 @@ def test_demo_without_depth_weights_skips_depth_and_says_why(model_dir, engine_c
     assert 'depth: skipped (depth_anything_v2_small weights not found' in run.stdout
     assert 'zidane.jpg:' in run.stdout and 'person' in run.stdout
     assert not list(tmp_path.glob('*_depth.png'))
+
+
+def test_demo_track_shows_the_same_ids_on_the_same_scene(model_dir, engine_cache_dir, assets,
+                                                         tmp_path):
+    """--track: one camera (one frame_id), so the same scene twice keeps its track ids."""
+    run = subprocess.run(
+        [sys.executable, '-m', 'vision_nodes.tools.demo', '--backend', 'onnx', '--depth',
+         'none', '--track', '--images', str(assets / 'bus.jpg'), str(assets / 'bus.jpg'),
+         '--out', str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, 'VISION_NODES_MODEL_DIR': str(model_dir),
+             'VISION_NODES_CACHE_DIR': str(engine_cache_dir)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    frames = run.stdout.split('bus.jpg: ')[1:]
+    assert len(frames) == 2
+    ids = [sorted(line.split()[0] for line in frame.splitlines()[1:]
+                  if line.strip().startswith('#')) for frame in frames]
+    assert ids[0] and ids[0] == ids[1] and '#1' in ids[0]
+    assert cv2.imread(str(tmp_path / 'bus_detections.png')) is not None

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -49,8 +51,6 @@ def _exchange(images, answers, msg, extra=(), timeout: float = 60.0):
     """Publish ``msg`` (and ``extra`` (publisher, message) pairs first) until its answer."""
     def same(m):
         return m.header.stamp == msg.header.stamp and m.header.frame_id == msg.header.frame_id
-    deadline = 0.0
-    import time
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pub, other in extra:
@@ -159,8 +159,8 @@ def test_tracking_keeps_ids_resets_and_switches_live(model_dir, engine_cache_dir
 
 def _camera_info(width: int, height: int, k=None) -> CameraInfo:
     info = CameraInfo(width=width, height=height, distortion_model='plumb_bob')
-    info.k = np.array(k if k is not None else [FX, 0, width / 2 - 0.5, 0, FY,
-                                                height / 2 - 0.5, 0, 0, 1], np.float64)
+    default = [FX, 0, width / 2 - 0.5, 0, FY, height / 2 - 0.5, 0, 0, 1]
+    info.k = np.array(k if k is not None else default, np.float64)
     return info
 
 

@@ -31,14 +31,15 @@ DEPTH_ENCODINGS = {'32FC1': ('f4', 1.0), '16UC1': ('u2', 1e-3), 'mono16': ('u2',
 
 
 def stamp_ns(stamp: Any) -> int:
-    """A ``builtin_interfaces/Time`` as integer nanoseconds."""
+    """Return a ``builtin_interfaces/Time`` as integer nanoseconds."""
     return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
 
 
-def depth_to_metres(msg: Any) -> np.ndarray:
-    """Return a depth Image as float32 metres (NaN, inf or 0 where there is no return).
+def depth_view(msg: Any) -> tuple[np.ndarray, float]:
+    """Return (a view on a depth Image's pixels, the factor to metres); nothing is copied.
 
-    Raises ImageConversionError in one line for another encoding or inconsistent sizes.
+    NaN, inf or 0 mean no return. Raises ImageConversionError in one line for another
+    encoding or inconsistent sizes.
     """
     kind = DEPTH_ENCODINGS.get(msg.encoding)
     if kind is None:
@@ -50,14 +51,14 @@ def depth_to_metres(msg: Any) -> np.ndarray:
     data = memoryview(msg.data).cast('B')
     if height * width > MAX_IMAGE_PIXELS or height * step > MAX_IMAGE_BYTES:
         raise ImageConversionError(f'depth image of {width}x{height} is larger than accepted')
-    if step < width * dtype.itemsize or len(data) < height * step or not height or not width:
+    if step < width * dtype.itemsize or step % dtype.itemsize or len(data) < height * step \
+            or not height or not width:
         raise ImageConversionError(
             f'depth image is inconsistent: {width}x{height}, step {step}, {len(data)} bytes')
-    rows = np.frombuffer(data, dtype=np.uint8, count=height * step).reshape(height, step)
-    pixels = rows[:, :width * dtype.itemsize].copy().view(dtype).reshape(height, width)
-    if kind[1] == 1.0:
-        return pixels.astype(np.float32, copy=False)
-    return pixels.astype(np.float32) * np.float32(kind[1])
+    raw = np.frombuffer(data, dtype=np.uint8, count=height * step)
+    pixels = np.lib.stride_tricks.as_strided(raw.view(dtype), (height, width),
+                                             (step, dtype.itemsize), writeable=False)
+    return pixels, kind[1]
 
 
 class DepthTopic:
@@ -86,7 +87,7 @@ class DepthTopic:
             self._arrived.notify_all()
 
     def _nearest(self, stamp: int, slop_ns: int) -> tuple[Any, bool]:
-        """(the image nearest ``stamp`` within slop or None, whether a later one arrived)."""
+        """Return (the image nearest ``stamp`` within slop or None, whether a later came)."""
         best, later = None, False
         for got, msg in self._images:
             later = later or got > stamp + slop_ns
@@ -96,7 +97,7 @@ class DepthTopic:
         return (best[1] if best else None), later
 
     def match(self, stamp: Any, slop_s: float) -> Any:
-        """The depth image paired with a colour frame of ``stamp`` (None: none within slop)."""
+        """Return the depth image paired with a colour frame of ``stamp`` (None: none)."""
         target, slop_ns = stamp_ns(stamp), int(slop_s * 1e9)
         with self._arrived:
             msg, later = self._nearest(target, slop_ns)

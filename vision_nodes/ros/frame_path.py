@@ -208,5 +208,5 @@ def _with_sources(models: list[ServedModel], wanted: list[ServedModel]) -> list[
 
 
 def _result(done: Future | None) -> Any:
-    """The result a model's future holds (None: the model did not run on this frame)."""
+    """Return the result a model's future holds (None: the model did not run on it)."""
     return None if done is None else done.result(timeout=_RESULT_WAIT_S)

@@ -39,12 +39,12 @@ class Detections:
         return int(self.scores.shape[0])
 
     def take(self, index: np.ndarray, track_ids: np.ndarray | None = None) -> 'Detections':
-        """The detections at ``index`` (in that order), with these track ids."""
+        """Return the detections at ``index`` (in that order), with these track ids."""
         return replace(self, boxes=self.boxes[index], scores=self.scores[index],
                        class_ids=self.class_ids[index], track_ids=track_ids)
 
     def ids(self) -> list[str]:
-        """The published ``id`` of each detection: its track id, else its index."""
+        """Return the published ``id`` of each detection: its track id, else its index."""
         values = range(len(self)) if self.track_ids is None else self.track_ids.tolist()
         return [str(int(v)) for v in values]
 

@@ -20,7 +20,7 @@ from ...geometry3d import Intrinsics, IntrinsicsError, boxes_3d
 from ...images import ImageConversionError
 from ...tasks.detect import DetectionParams, Detections
 from ...text import clip
-from ..depth_topic import DepthTopic, depth_to_metres
+from ..depth_topic import DepthTopic, depth_view
 from .detection3d_messages import detections_3d_to_msg
 
 #: A best-effort subscription hears reliable and best-effort camera_info publishers alike.
@@ -90,7 +90,7 @@ class Detection3DOutputs:
         return self._pub.topic_name
 
     def sources(self) -> tuple[str, ...]:
-        """The model whose results this reads (for lazy mode)."""
+        """Return the model whose results this reads (for lazy mode)."""
         return (self._model,) if self._model else ()
 
     def wanted(self) -> bool:
@@ -129,11 +129,11 @@ class Detection3DOutputs:
                            (k.cy + 0.5) * sy - 0.5)
         return k
 
-    def _depth_map(self, frame: Any) -> Any:
-        """The frame's depth in metres (None: none for this frame)."""
+    def _depth_map(self, frame: Any) -> tuple[Any, float] | None:
+        """Return the frame's depth map and its factor to metres (None: none for it)."""
         if self._model:
             result = frame.result_of(self._model)
-            return None if result is None else result.depth
+            return None if result is None else (result.depth, 1.0)
         msg = self._depth.match(frame.header.stamp, self._slop)
         if msg is None:
             if not self._depth.heard:
@@ -142,7 +142,7 @@ class Detection3DOutputs:
                                'aligned depth image topic)')
             return None
         try:
-            return depth_to_metres(msg)
+            return depth_view(msg)
         except ImageConversionError as exc:
             self._report_error(f'detections_3d: {exc}')
             return None
@@ -158,7 +158,7 @@ class Detection3DOutputs:
             self.frames_without_depth += 1
             return
         labels = getattr(dets, 'instance_labels', None)
-        boxes = boxes_3d(dets.boxes, depth, k, shape, labels)
+        boxes = boxes_3d(dets.boxes, depth[0], k, shape, labels, depth_scale=depth[1])
         self.left_out += len(dets) - len(boxes)
         self.published += 1
         self.state = 'publishing'

@@ -12,8 +12,8 @@ def detections_to_msg(dets: Detections, header) -> Detection2DArray:
     """Build a Detection2DArray; ``class_id`` is the class index as a string.
 
     ``id`` is the detection's track id when a tracker follows the detections, else its index
-    in the array (both as decimal strings). Each Detection2D carries the input image's header, one hypothesis and an axis-aligned
-    box (centre and size in source pixels, ``theta`` 0).
+    in the array (both as decimal strings). Each Detection2D carries the input image's header,
+    one hypothesis and an axis-aligned box (centre and size in source pixels, ``theta`` 0).
     """
     out = Detection2DArray()
     out.header = header

@@ -1,5 +1,6 @@
-"""What a detection model publishes: ``detections``, ``label_info``, and on request
-``detections_3d`` (``depth_source``) and ``annotated`` (``publish_annotated``).
+"""What a detection model publishes: ``detections``, ``label_info`` and extras on request.
+
+``detections_3d`` with ``depth_source``, ``annotated`` with ``publish_annotated``.
 
 With ``tracker`` set, each frame's detections go through the model's tracker first
 (:mod:`vision_nodes.tracking`), so every output carries the same detections and track ids.

@@ -5,7 +5,8 @@ publishers (and subscriptions, e.g. a camera_info to republish) through ``node.e
 (:mod:`..endpoints`), so a remap that puts two of the node's endpoints on one topic is refused
 in one line; it reads the node's clock and logger; it reports a problem with one frame's output
 through ``report_error`` (counted and rate-limited by the frame path). It never calls the
-node back otherwise.
+node back otherwise; at activate it may read the node's models (``node.frames.models``), e.g.
+to check that the depth model a detector's ``depth_source`` names is one of them.
 """
 
 from __future__ import annotations
