@@ -49,11 +49,16 @@ def import_ultralytics() -> Any:
     return ultralytics
 
 
+#: Tasks whose manifests take only Ultralytics weights of that same task.
+_SAME_TASK = ('depth', 'segment', 'pose')
+
+
 def _check_task(manifest: ModelManifest, task: Any, weights: Path) -> None:
-    """Refuse depth weights for another task, and other weights for the depth task."""
-    if (task == 'depth') != (manifest.task == 'depth'):
+    """Refuse weights of another task for depth, segment and pose, and theirs for another."""
+    if task != manifest.task and (task in _SAME_TASK or manifest.task in _SAME_TASK):
         raise ModelLoadError(f"'{clip(str(weights))}' holds a {task} model but manifest "
-                             f"'{manifest.name}' has task '{manifest.task}'")
+                             f"'{manifest.name}' has task '{manifest.task}': use `task: {task}` or "
+                             'weights of that task')
 
 
 def _depth_at_input_size(module: Any) -> None:
