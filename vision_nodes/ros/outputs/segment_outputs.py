@@ -1,0 +1,54 @@
+"""What a segmentation model publishes: ``detections``, ``label_info`` and ``instance_mask``.
+
+``detections`` and ``label_info`` are a detector's (:class:`.detection_outputs.DetectionOutputs`)
+with each Detection2D's ``id`` set to its index; ``instance_mask`` (``mono16``, the input
+image's header and size) holds 1 + that index where the detection's mask is, 0 elsewhere. The
+mask image is built only while someone subscribes to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from sensor_msgs.msg import Image
+
+from ...pipeline import LoadedModel
+from ...tasks.instances import SegmentResult
+from .depth_outputs import IMAGES
+from .detection_messages import detections_to_cdr, index_ids
+from .detection_outputs import DetectionOutputs
+from .segment_messages import instance_mask_to_msg
+
+
+class SegmentOutputs(DetectionOutputs):
+    """Publishers of one segmentation model: a detector's and ``<ns>instance_mask``."""
+
+    def __init__(self, node: Any, model: LoadedModel, namespace: str = '',
+                 report_error: Callable[[str], None] = lambda text: None) -> None:
+        super().__init__(node, model, namespace, report_error)
+        try:
+            self._mask = node.endpoints.publisher(Image, f'{namespace}instance_mask', IMAGES,
+                                                  lifecycle=True)
+        except BaseException:
+            super().destroy()
+            raise
+
+    @property
+    def topics(self) -> list[str]:
+        """Resolved names of the topics published (detections first)."""
+        return super().topics + [self._mask.topic_name]
+
+    def wanted(self) -> bool:
+        """Whether anything subscribes to the detections or the instance mask."""
+        return super().wanted() or self._mask.get_subscription_count() > 0
+
+    def publish(self, result: SegmentResult, header: Any) -> None:
+        """Publish one frame's detections (index ids) and, if wanted, its instance mask."""
+        self._detections.publish(detections_to_cdr(result, header, index_ids(len(result))))
+        if self._mask.get_subscription_count() > 0:
+            self._mask.publish(instance_mask_to_msg(result, header))
+
+    def destroy(self) -> None:
+        """Destroy the publishers."""
+        super().destroy()
+        self._node.endpoints.destroy(self._mask)
