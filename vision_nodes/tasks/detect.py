@@ -6,7 +6,7 @@ NMS itself (exact greedy, see :mod:`.nms`) is batched over all classes at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -32,16 +32,26 @@ class Detections:
     scores: np.ndarray     # (N,) float32
     class_ids: np.ndarray  # (N,) int64
     #: Track ids (N,) int64 when a tracker follows the detections; None: untracked, the
-    #: published id of a detection is then its index.
-    track_ids: np.ndarray | None = None
+    #: published id of a detection is then its index. Keyword-only, so the results of the
+    #: instance tasks add their positional fields after ``class_ids``.
+    track_ids: np.ndarray | None = field(default=None, kw_only=True)
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
 
-    def take(self, index: np.ndarray, track_ids: np.ndarray | None = None) -> 'Detections':
-        """Return the detections at ``index`` (in that order), with these track ids."""
+    def select(self, index: np.ndarray) -> 'Detections':
+        """Return the detections at ``index`` (an index array or boolean mask)."""
+        tracks = None if self.track_ids is None else self.track_ids[index]
         return replace(self, boxes=self.boxes[index], scores=self.scores[index],
-                       class_ids=self.class_ids[index], track_ids=track_ids)
+                       class_ids=self.class_ids[index], track_ids=tracks)
+
+    def take(self, index: np.ndarray, track_ids: np.ndarray | None = None) -> 'Detections':
+        """Return the detections at ``index`` (in that order), with these track ids.
+
+        Through :meth:`select`, so a subclass's per-detection rows (masks, keypoints)
+        follow.
+        """
+        return replace(self.select(index), track_ids=track_ids)
 
     def ids(self) -> list[str]:
         """Return the published ``id`` of each detection: its track id, else its index."""
@@ -87,6 +97,16 @@ def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
 def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None = None
            ) -> Detections:
     """Decode one YOLOv8-style output ``(1, 4 + nc, A)`` into boxes in network pixels."""
+    return decode_anchors(output, params, num_classes)[0]
+
+
+def decode_anchors(output: np.ndarray, params: DetectionParams, num_classes: int | None = None
+                   ) -> tuple[Detections, np.ndarray]:
+    """Return :func:`decode`'s detections and the anchor (column) each came from.
+
+    Rows after the ``4 + num_classes`` box and class rows (mask coefficients, keypoints) are
+    left to the caller, who reads them at the returned anchors.
+    """
     pred = output[0] if output.ndim == 3 else output
     if pred.shape[0] < 5:
         raise ValueError(f'detection output of shape {output.shape} has no class scores')
@@ -96,16 +116,17 @@ def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None 
     scores = class_scores.max(axis=0)
     mask = scores > params.confidence
     if not mask.any():
-        return Detections.empty()
+        return Detections.empty(), np.zeros(0, np.int64)
+    anchors = np.flatnonzero(mask)
     class_ids = class_scores[:, mask].argmax(axis=0).astype(np.int64)
     boxes = xywh_to_xyxy(np.ascontiguousarray(pred[:4, mask].T, dtype=np.float32))
     scores = scores[mask].astype(np.float32)
     if scores.shape[0] > MAX_NMS_CANDIDATES:
         top = np.argpartition(-scores, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
-        boxes, scores, class_ids = boxes[top], scores[top], class_ids[top]
+        boxes, scores, class_ids, anchors = boxes[top], scores[top], class_ids[top], anchors[top]
     offset = class_ids[:, None].astype(np.float32) * _CLASS_OFFSET
     keep = nms(boxes + offset, scores, params.iou, params.max_detections)
-    return Detections(boxes[keep], scores[keep], class_ids[keep])
+    return Detections(boxes[keep], scores[keep], class_ids[keep]), anchors[keep]
 
 
 #: Switches of a detection model's ROS outputs (tracking, 3D boxes, the annotated image);
@@ -190,10 +211,12 @@ class DetectionTask:
                        self.manifest.preprocessing)
 
     def check_model(self, output_shapes: Sequence[tuple[int, ...]] | None,
-                    labels: Sequence[str]) -> None:
+                    labels: Sequence[str], output_names: Sequence[str] | None = None) -> None:
         """Refuse, at configure, a model whose outputs are not a detector's or its labels'.
 
-        ``output_shapes`` are the shapes of the warm-up run's outputs (None: not known). A
+        ``output_shapes`` are the shapes of the warm-up run's outputs (None: not known), and
+        ``output_names`` their names where the runtime names them (a detector reads its
+        first output, whatever its name). A
         detector's first output is (1, 4 + classes, anchors) (YOLOv8-style, before NMS); when
         class names are known there must be one per class. Raises ManifestError in one line.
         """

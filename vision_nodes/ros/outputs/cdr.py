@@ -15,15 +15,17 @@ byte after the 4-byte encapsulation header; primitives are aligned to their size
     float64 x3 position, float64 x4 orientation     PoseWithCovariance.pose (identity)
     float64 x36 covariance                          zeros
     float64 x, y, theta, size_x, size_y             BoundingBox2D
-    string id                                       the index, or the track id
+    string id                                       given, or empty
 
-A string is a uint32 length (bytes + 1) then the UTF-8 bytes and a NUL. The 49 float64s end
-on an 8-byte boundary, so where a detection starts modulo 8 depends only on the length of the
-previous detection's ``id``, and every offset follows from cumulative sums of the lengths of
-``frame_id``, ``class_id`` and ``id``.
+A string is a uint32 length (bytes + 1) then the UTF-8 bytes and a NUL. The 49 float64s start
+on an 8-byte boundary, so the distance from one detection's float64s to the next one's depends
+only on this detection's ``id`` and the next one's ``class_id`` lengths: every offset is a
+cumulative sum.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
@@ -32,8 +34,8 @@ _CDR_LE = b'\x00\x01\x00\x00'
 _DOUBLES = 49  # score, pose (7), covariance (36), bbox (5)
 _ORIENTATION_W = 7  # index of orientation.w among a detection's doubles
 _BBOX = 44  # index of bbox.center.position.x among a detection's doubles
-#: Bytes of a detection's float64s.
-_DOUBLES_BYTES = _DOUBLES * 8
+#: Bytes from a detection's first float64 to its ``id``'s characters: the float64s, the length.
+_TO_ID_CHARS = _DOUBLES * 8 + 4
 
 
 def _align(offset, alignment: int):
@@ -41,43 +43,51 @@ def _align(offset, alignment: int):
     return (offset + alignment - 1) // alignment * alignment
 
 
+def _strings(values) -> tuple[bytes, np.ndarray]:
+    """UTF-8 bytes of ``values`` joined, and each one's length in bytes."""
+    encoded = [v.encode('utf-8') for v in values]
+    return b''.join(encoded), np.fromiter((len(b) for b in encoded), np.int64, len(encoded))
+
+
+def _put_strings(payload: np.ndarray, at: np.ndarray, chars: bytes, lengths: np.ndarray
+                 ) -> None:
+    """Write each string's characters at ``at`` (its length field is written by the caller)."""
+    if not chars:
+        return
+    before = np.cumsum(lengths) - lengths  # characters of the strings before each one
+    payload[np.repeat(at - before, lengths) + np.arange(len(chars))] = \
+        np.frombuffer(chars, dtype=np.uint8)
+
+
 def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: np.ndarray,
                              scores: np.ndarray, class_ids: np.ndarray,
-                             ids: list[str] | None = None) -> bytes:
+                             ids: Sequence[str] | None = None) -> bytes:
     """Serialise a Detection2DArray the way ``detections.detections_to_msg`` fills it.
 
     Every Detection2D carries the array's header, one hypothesis (``class_id`` the class
     index as a string, ``score``), an identity pose with zero covariance, the box as centre
-    and size with ``theta`` 0, and its ``id`` (default: its index as a string).
+    and size with ``theta`` 0, and its ``id`` from ``ids`` (empty without).
     """
     frame = frame_id.encode('utf-8')
-    labels = [str(int(c)).encode('ascii') for c in class_ids]
-    count = len(labels)
-    names = [str(i).encode('ascii') for i in range(count)] if ids is None else \
-        [i.encode('utf-8') for i in ids]
-    lengths = np.fromiter((len(b) for b in labels), dtype=np.int64, count=count)
-    id_lengths = np.fromiter((len(b) for b in names), dtype=np.int64, count=count)
+    labels, lengths = _strings(str(int(c)) for c in class_ids)
+    count = lengths.shape[0]
+    id_chars, id_lengths = _strings(ids if ids is not None else [''] * count)
     # A Header that starts 4-aligned, padded to 4 (sec, nanosec, frame_id and its NUL),
     # then a uint32: in the array, the detection count, after which the first detection
     # starts; in a detection, the results count, after which its class_id's length field is.
     first = hyp = _align(13 + len(frame), 4) + 4
-    # After a detection's float64s (8-aligned): its id (uint32 length, bytes, NUL), padded to
-    # 4 where the next detection's header starts.
-    tails = _align(4 + id_lengths + 1, 4)
-    # From one detection's float64s to the next one's: the float64s, the tail, the next
-    # detection's header and class_id, aligned to 8 (the payload starts 8-aligned).
-    doubles_at = np.empty(count, dtype=np.int64)
+    # Float64s of detection i start at doubles_at[i] (8-aligned); detection i + 1 starts
+    # after detection i's id, 4-aligned, and its float64s after its class_id, 8-aligned.
+    after_id = _align(_TO_ID_CHARS + id_lengths + 1, 4)  # to the next detection's start
+    doubles_at = np.zeros(count, dtype=np.int64)
     if count:
         doubles_at[0] = _align(first + hyp + 5 + lengths[0], 8)
-        steps = _DOUBLES_BYTES + _align(tails[:-1] + hyp + 5 + lengths[1:], 8)
+        steps = _align(after_id[:-1] + hyp + 5 + lengths[1:], 8)
         doubles_at[1:] = doubles_at[0] + np.cumsum(steps)
-    starts = np.empty(count, dtype=np.int64)
-    if count:
-        starts[0] = first
-        starts[1:] = doubles_at[:-1] + _DOUBLES_BYTES + tails[:-1]
+    starts = np.concatenate([[first], doubles_at[:-1] + after_id[:-1]]) if count else \
+        doubles_at
     hyp_at = starts + hyp
-    id_at = doubles_at + _DOUBLES_BYTES
-    end = int(id_at[-1] + 4 + id_lengths[-1] + 1) if count else first
+    end = int(doubles_at[-1] + _TO_ID_CHARS + id_lengths[-1] + 1) if count else first
     # payload (the CDR stream after the encapsulation header) starts 8-aligned in memory,
     # so its float64 and uint32 views are aligned.
     raw = np.zeros(_align(end, 8) + 16, dtype=np.uint8)
@@ -93,19 +103,13 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
         if frame:
             payload[(at + 12)[:, None] + np.arange(len(frame))] = np.frombuffer(frame, np.uint8)
 
-    def put_strings(at: np.ndarray, strings: list[bytes], sizes: np.ndarray) -> None:
-        """Each string's length field at ``at``, its bytes right after (NULs: zeros)."""
-        u32[at // 4] = sizes + 1
-        chars = np.frombuffer(b''.join(strings), dtype=np.uint8)
-        before = np.cumsum(sizes) - sizes  # characters of the strings before each one
-        payload[np.repeat(at + 4 - before, sizes) + np.arange(chars.shape[0])] = chars
-
     put_header(np.zeros(1, dtype=np.int64))
     u32[(first - 4) // 4] = count
     if count:
         put_header(starts)
         u32[(hyp_at - 4) // 4] = 1  # one hypothesis per detection
-        put_strings(hyp_at, labels, lengths)
+        u32[hyp_at // 4] = lengths + 1
+        _put_strings(payload, hyp_at + 4, labels, lengths)
         rows = doubles_at // 8
         f64[rows] = scores
         f64[rows + _ORIENTATION_W] = 1.0
@@ -114,5 +118,6 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
         f64[rows + _BBOX + 1] = (boxes[:, 1] + boxes[:, 3]) / 2.0
         f64[rows + _BBOX + 3] = boxes[:, 2] - boxes[:, 0]
         f64[rows + _BBOX + 4] = boxes[:, 3] - boxes[:, 1]
-        put_strings(id_at, names, id_lengths)
+        u32[(rows + _DOUBLES) * 2] = id_lengths + 1
+        _put_strings(payload, doubles_at + _TO_ID_CHARS, id_chars, id_lengths)
     return raw[4:8 + end].tobytes()

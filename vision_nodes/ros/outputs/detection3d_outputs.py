@@ -147,8 +147,12 @@ class Detection3DOutputs:
             self._report_error(f'detections_3d: {exc}')
             return None
 
-    def publish(self, dets: Detections, header: Any, frame: Any) -> None:
-        """Publish the 3D boxes of one frame's detections (when K and depth are there)."""
+    def publish(self, dets: Detections, header: Any, frame: Any, labels: Any = None) -> None:
+        """Publish the 3D boxes of one frame's detections (when K and depth are there).
+
+        ``labels``: the instance label image of a segmentation model (1 + detection index),
+        whose masks then select each detection's depths.
+        """
         shape = (int(frame.image.shape[0]), int(frame.image.shape[1]))
         k = self._intrinsics(shape)
         if k is None:
@@ -157,7 +161,6 @@ class Detection3DOutputs:
         if depth is None:
             self.frames_without_depth += 1
             return
-        labels = getattr(dets, 'instance_labels', None)
         boxes = boxes_3d(dets.boxes, depth[0], k, shape, labels, depth_scale=depth[1])
         self.left_out += len(dets) - len(boxes)
         self.published += 1

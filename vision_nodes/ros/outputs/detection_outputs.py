@@ -36,6 +36,18 @@ IMAGES = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                     reliability=ReliabilityPolicy.RELIABLE)
 
 
+class _Lazy:
+    """A value computed on first use (an instance label image, shared by 3D and drawing)."""
+
+    def __init__(self, make: Callable[[], Any] | None) -> None:
+        self._make, self._value = make, None
+
+    def get(self) -> Any:
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
+
+
 class DetectionOutputs:
     """Publishers of one detection model: ``<ns>detections``, ``<ns>label_info`` and extras."""
 
@@ -127,24 +139,34 @@ class DetectionOutputs:
 
     def publish(self, result: Detections, header: Any, frame: Any) -> None:
         """Track, then publish one frame's detections and the extras someone listens to."""
-        tracking = self._tracking
-        if tracking is not None:
-            bgr = to_rgb(frame.image, frame.encoding)[:, :, ::-1] \
-                if tracking.kind == 'botsort' else None
-            index, ids = tracking.update(result.boxes, result.scores, result.class_ids,
-                                         stamp_ns=stamp_ns(header.stamp),
-                                         frame_id=header.frame_id, key=frame.input,
-                                         image=bgr)
-            result = result.take(index, ids)
+        result = self._tracked(result, header, frame)
         self._detections.publish(detections_to_cdr(result, header))
+        self._publish_instances(result, header)
+        labels = _Lazy(getattr(result, 'label_image', None))
         if self._3d is not None:
-            self._3d.publish(result, header, frame)
+            self._3d.publish(result, header, frame, labels.get())
         annotated = self._annotated
         if annotated is not None and annotated.get_subscription_count() > 0:
             bgr = to_rgb(frame.image, frame.encoding)[:, :, ::-1]
             picture = draw(bgr, result.boxes, result.scores, result.class_ids, self._labels,
-                           result.track_ids, getattr(result, 'instance_labels', None))
+                           result.track_ids, labels.get(), getattr(result, 'keypoints', None),
+                           getattr(result, 'skeleton', ()))
             annotated.publish(numpy_to_image(picture, 'bgr8', header))
+
+    def _publish_instances(self, result: Detections, header: Any) -> None:
+        """Publish what a subclass adds per detection (masks, keypoints), with the same ids."""
+
+    def _tracked(self, result: Detections, header: Any, frame: Any) -> Detections:
+        """Return the detections the tracker confirms, with track ids (all of them: no tracker)."""
+        tracking = self._tracking
+        if tracking is None:
+            return result
+        bgr = to_rgb(frame.image, frame.encoding)[:, :, ::-1] \
+            if tracking.kind == 'botsort' else None
+        index, ids = tracking.update(result.boxes, result.scores, result.class_ids,
+                                     stamp_ns=stamp_ns(header.stamp), frame_id=header.frame_id,
+                                     key=frame.input, image=bgr)
+        return result.take(index, ids)
 
     def diagnostics(self) -> dict[str, str]:
         """Key/values for the node's status (tracking and 3D, when on)."""
