@@ -301,3 +301,76 @@ def test_3d_from_a_depth_model_of_the_node_and_annotated(model_dir, engine_cache
         assert (drawn != bus_bgr).any()
     finally:
         h.close()
+
+
+def test_segment_tracked_masks_feed_3d_and_keypoint_ids_follow_tracks(
+        model_dir, engine_cache_dir, bus_bgr):
+    """Segment with a tracker: ids are track ids, kept on the next frame; instance_mask values
+    index the tracked detections; 3D depth is read inside each mask (a depth image that is
+    2 m on the masks and 6 m elsewhere gives 2 m). Pose with a tracker: Keypoints2D ids are
+    the tracked Detection2D ids."""
+    if not (model_dir / 'yolov8n-seg.pt').is_file():
+        pytest.skip('yolov8n-seg.pt is not in the model folder')
+    pytest.importorskip('vision_nodes_msgs.msg', reason='vision_nodes_msgs is not built')
+    from vision_nodes_msgs.msg import Keypoints2DArray
+
+    h = Harness(_params(engine_cache_dir, model='yolov8n_seg', tracker='bytetrack',
+                        depth_source='topic', depth_topic='aligned_depth',
+                        publish_annotated=True), 'vn_seg_track')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        dets = c.subscribe(Detection2DArray, '/detections', 20)
+        masks = c.subscribe(Image, '/instance_mask', 5)
+        dets3 = c.subscribe(Detection3DArray, '/detections_3d', 20)
+        annotated = c.subscribe(Image, '/annotated', 5)
+        images = c.publisher(Image, '/image', 10)
+        depths = c.publisher(Image, '/aligned_depth', 10)
+        infos = c.publisher(CameraInfo, '/camera_info', 10)
+        height, width = bus_bgr.shape[:2]
+        first = _image(bus_bgr, 40)
+        got = _exchange(images, dets, first)
+        assert got is not None and len(got.detections) >= 2
+        ids = _ids(got)
+        assert sorted(map(int, ids)) == list(range(1, len(ids) + 1))
+        mask = masks.get(30.0, lambda m: m.header.stamp == first.header.stamp)
+        assert mask is not None and mask.encoding == 'mono16'
+        labels = np.frombuffer(bytes(mask.data), np.uint16).reshape(height, width)
+        assert 0 < labels.max() <= len(ids)
+        depth = np.where(labels > 0, 2.0, 6.0).astype(np.float32)
+        second = _image(bus_bgr, 41)
+        pairs = [(infos, _camera_info(width, height)),
+                 (depths, _depth_msg(depth, second.header, '32FC1'))]
+        got3 = _exchange(images, dets3, second, pairs)
+        assert got3 is not None, h.node.output()[-3000:]
+        got2 = dets.get(10.0, lambda m: m.header.stamp == second.header.stamp)
+        assert _ids(got2) == ids  # the same scene: the same tracks
+        shown = set(np.unique(labels[labels > 0]) - 1)
+        with_mask = {ids[i] for i in shown}
+        assert {d.id for d in got3.detections} >= with_mask
+        for det in got3.detections:
+            if det.id in with_mask:
+                assert det.bbox.center.position.z == pytest.approx(2.0, abs=0.05)
+        pic = annotated.get(30.0)
+        assert pic is not None and pic.encoding == 'bgr8'
+    finally:
+        h.close()
+    if not (model_dir / 'yolov8n-pose.pt').is_file():
+        return
+    h = Harness(_params(engine_cache_dir, model='yolov8n_pose', tracker='bytetrack'),
+                'vn_pose_track')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        dets = c.subscribe(Detection2DArray, '/detections', 20)
+        points = c.subscribe(Keypoints2DArray, '/keypoints', 20)
+        images = c.publisher(Image, '/image', 10)
+        for sec in (50, 51):
+            msg = _image(bus_bgr, sec)
+            got = _exchange(images, dets, msg)
+            poses = points.get(30.0, lambda m: m.header.stamp == msg.header.stamp)
+            assert got is not None and poses is not None and len(got.detections) >= 1
+            assert [p.id for p in poses.poses] == _ids(got)
+        assert sorted(map(int, _ids(got))) == list(range(1, len(got.detections) + 1))
+    finally:
+        h.close()

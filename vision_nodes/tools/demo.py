@@ -11,6 +11,7 @@ next to the detections.
     python -m vision_nodes.tools.demo --backend onnx --images my.jpg --out out/
     python -m vision_nodes.tools.demo --depth yolo26n_depth --model-dir /path/to/weights
     python -m vision_nodes.tools.demo --track --images frame_*.jpg   # track ids across frames
+    python -m vision_nodes.tools.demo --task segment                 # masks (or: --task pose)
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from .. import drawing
 
 #: The depth model the demo runs when its weights are in the model folder.
 DEFAULT_DEPTH = 'depth_anything_v2_small'
+#: The manifest each ``--task`` runs unless ``--model`` names one.
+TASK_MODELS = {'detect': 'yolov8n', 'segment': 'yolov8n_seg', 'pose': 'yolov8n_pose'}
 
 
 def bundled_images() -> list[Path]:
@@ -110,7 +113,11 @@ def format_detections(msg: Detection2DArray, labels: dict[int, str],
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--model', default='yolov8n', help='manifest name or path')
+    parser.add_argument('--model', default='',
+                        help='manifest name or path (default: the --task\'s YOLOv8n manifest)')
+    parser.add_argument('--task', default='detect', choices=tuple(TASK_MODELS),
+                        help='segment and pose also write the node\'s annotated picture '
+                             '(masks, skeletons) as <image>_<task>.png')
     parser.add_argument('--weights', default='',
                         help='weights file to use instead of the manifest\'s (on a connected '
                              'machine a name such as yolov8s.pt is fetched by ultralytics)')
@@ -133,7 +140,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="confidence threshold (default: the manifest's)")
     parser.add_argument('--timeout', type=float, default=180.0,
                         help='seconds to wait for configure (first run exports ONNX)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.model = args.model or TASK_MODELS[args.task]
+    return args
 
 
 def _depth_model(args: argparse.Namespace) -> str | None:
@@ -181,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
                    f'{prefix}max_detections': thresholds.max_detections})
     if args.track:
         params[f'{prefix}tracker'] = args.track
+    if args.task != 'detect':
+        params[f'{prefix}publish_annotated'] = True
     node = NodeProcess(params, log_path=args.out / 'vision_node.log')
     client = VisionNodeClient('/vision_node', 'vision_nodes_demo')
     try:
@@ -204,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         if depth:
             depth_q = client.subscribe(Image, f'/{resolve_manifest(depth).name}/depth/colored',
                                        10)
+        picture_q = client.subscribe(Image, f'{ns}/annotated', 10) \
+            if args.task != 'detect' else None
         pub = client.publisher(Image, '/image', 10)
         if not client.change_state('activate'):
             print('activate FAILED:\n' + _errors(node.output()))
@@ -231,6 +244,14 @@ def main(argv: list[str] | None = None) -> int:
             png = args.out / f'{path.stem}_detections.png'
             cv2.imwrite(str(png), annotated)
             print(f'  annotated image: {png}')
+            if picture_q is not None:
+                picture = picture_q.get(30.0, lambda m: m.header == msg.header)
+                if picture is None:
+                    print(f'{path.name}: no annotated image came back')
+                    return 1
+                drawn = args.out / f'{path.stem}_{args.task}.png'
+                cv2.imwrite(str(drawn), image_to_numpy(picture))
+                print(f"  the node's annotated image ({args.task}): {drawn}")
             if depth_q is not None:
                 colored = depth_q.get(30.0, lambda m: m.header == msg.header)
                 if colored is None:
