@@ -374,3 +374,32 @@ def test_segment_tracked_masks_feed_3d_and_keypoint_ids_follow_tracks(
         assert sorted(map(int, _ids(got))) == list(range(1, len(got.detections) + 1))
     finally:
         h.close()
+
+
+def test_a_bad_tracker_config_turns_tracking_off_in_one_line(model_dir, engine_cache_dir,
+                                                             bus_bgr, tmp_path):
+    """The node stays up and publishes index ids; the log and the diagnostics say why."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    bad = tmp_path / 'tracker.yaml'
+    bad.write_text('track_bufer: 5\n')
+    h = Harness(_params(engine_cache_dir, tracker='bytetrack'), 'vn_track_bad')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        dets = c.subscribe(Detection2DArray, '/detections', 20)
+        diagnostics = c.subscribe(DiagnosticArray, '/diagnostics', 10)
+        images = c.publisher(Image, '/image', 10)
+        assert all(r.successful for r in c.set_parameters(tracker_config=str(bad)))
+        assert h.node.wait_for_output("tracking is off: ", 30.0)
+        line = next(ln for ln in h.node.output().splitlines() if 'tracking is off' in ln)
+        assert 'unknown key' in line and str(bad) in line
+        got = _exchange(images, dets, _image(bus_bgr, 70))
+        assert got is not None and _ids(got) == [str(i) for i in range(len(got.detections))]
+
+        def tracker_value(msg):
+            values = {kv.key: kv.value for s in msg.status for kv in s.values}
+            return values.get('tracker', '').startswith('off: ')
+        assert diagnostics.get(10.0, tracker_value) is not None
+    finally:
+        h.close()

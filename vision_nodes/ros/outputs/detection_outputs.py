@@ -66,6 +66,8 @@ class DetectionOutputs:
             (LabelInfo, f'{namespace}label_info', LATCHED)])
         self._active = False
         self._tracking: Tracking | None = None
+        #: Why tracking is off although a tracker is set (a bad tracker_config), or ''.
+        self._tracking_off = ''
         self._3d: Detection3DOutputs | None = None
         self._annotated: Any = None
 
@@ -127,15 +129,15 @@ class DetectionOutputs:
 
     def _use_tracker(self, params: DetectionParams) -> None:
         """Start a fresh tracker of ``params.tracker`` (none: no tracking)."""
+        self._tracking, self._tracking_off = None, ''
         if params.tracker == 'none':
-            self._tracking = None
             return
         try:
             self._tracking = Tracking(params.tracker, params.tracker_config)
         except (TrackerConfigError, OSError) as exc:
-            self._tracking = None
+            self._tracking_off = f'off: {clip(exc, 600)}'
             self._node.get_logger().error(
-                f"model '{self._name}': tracking is off: {clip(exc, 600)}")
+                f"model '{self._name}': tracking is {self._tracking_off}")
 
     def publish(self, result: Detections, header: Any, frame: Any) -> None:
         """Track, then publish one frame's detections and the extras someone listens to."""
@@ -172,8 +174,8 @@ class DetectionOutputs:
         """Key/values for the node's status (tracking and 3D, when on)."""
         prefix = f'{self._name}: ' if self._namespace else ''
         values = {}
-        if self._tracking is not None:
-            values[f'{prefix}tracker'] = self._tracking.kind
+        if self._tracking is not None or self._tracking_off:
+            values[f'{prefix}tracker'] = self._tracking_off or self._tracking.kind
         if self._3d is not None:
             values.update(self._3d.diagnostics(prefix))
         return values
