@@ -16,6 +16,7 @@ anything kept per camera (outputs, and later tracker state).
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
@@ -26,6 +27,7 @@ from ..stats import stamp_latency
 from .compressed_input import compressed_to_numpy
 from .frame_path import FramePath
 from .image_input import image_to_array
+from .outputs.protocol import Frame
 
 
 class _Tagged:
@@ -120,20 +122,25 @@ class FrameBatcher:
         models = self._frames.models
         if not taken or not models:
             return
-        done = [False] * len(taken)
-        for model in models:
+        results: dict[str, list[Any]] = {}
+        for model in models:  # every model on the whole batch, then the outputs
             try:
-                results = model.pipeline.process_batch(
+                results[model.name] = model.pipeline.process_batch(
                     [(image, encoding) for _, _, image, encoding in taken],
                     model.params.current)
             except Exception as exc:  # noqa: BLE001 - one bad batch must not stop the node
                 for index, *_ in taken:
                     self._error(index, f"model '{model.name}': inference failed on a frame: "
                                        f'{type(exc).__name__}: {exc}')
-                continue
-            for position, ((index, msg, _, _), result) in enumerate(zip(taken, results)):
-                model.outputs.cameras[index].publish(result, msg.header)
-                done[position] = True
+        done = [False] * len(taken)
+        for position, (index, msg, image, encoding) in enumerate(taken):
+            frame = Frame(image, encoding, msg.header, input=self._topics[index],
+                          result_of=functools.partial(_result_of, results, position))
+            for model in models:
+                if model.name in results:
+                    model.outputs.cameras[index].publish(results[model.name][position],
+                                                         msg.header, frame)
+                    done[position] = True
         now_ns = self._node.get_clock().now().nanoseconds
         for ok, (index, msg, _, _) in zip(done, taken):
             if ok:
@@ -147,3 +154,9 @@ class FrameBatcher:
         """Count an error on the camera's entry and the node's; log it (rate-limited)."""
         self.cameras[index].stats.on_error(text)
         self._frames.frame_error(f"camera '{self._topics[index]}': {text}")
+
+
+def _result_of(results: dict[str, list[Any]], position: int, name: str) -> Any:
+    """Model ``name``'s result on the frame at ``position`` (None: it did not run or failed)."""
+    found = results.get(name)
+    return None if found is None else found[position]

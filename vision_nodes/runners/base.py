@@ -77,6 +77,9 @@ class Runner(ABC):
         #: Most frames one ``infer`` call takes (the first tensor dimension); set by ``_load``
         #: up to the manifest's ``max_batch`` where the loaded model has a free batch axis.
         self.max_batch = 1
+        #: Names of the outputs, in ``infer``'s order, where the runtime names them (None for
+        #: PyTorch modules): tasks with several outputs check them at configure.
+        self.output_names: list[str] | None = None
         self._loaded = False
 
     @classmethod

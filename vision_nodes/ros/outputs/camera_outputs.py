@@ -27,6 +27,7 @@ class CameraOutputs:
         """
         #: Each camera's outputs, in ``image_topics`` order.
         self.cameras: list[Outputs] = []
+        self._topics = list(image_topics)
         try:
             for space, topic in zip(namespaces, image_topics):
                 outputs = factory(node, model, space, report_error)
@@ -46,6 +47,17 @@ class CameraOutputs:
         """Whether anything subscribes to a per-frame output of any camera."""
         return any(outputs.wanted() for outputs in self.cameras)
 
+    def sources(self) -> tuple[str, ...]:
+        """Models whose results on the same frame any camera's outputs read."""
+        return tuple(dict.fromkeys(name for outputs in self.cameras
+                                   for name in getattr(outputs, 'sources', tuple)()))
+
+    def diagnostics(self) -> dict[str, str]:
+        """Each camera's key/values for the node's status, named by its image topic."""
+        return {f'{topic}: {key}': value
+                for topic, outputs in zip(self._topics, self.cameras)
+                for key, value in getattr(outputs, 'diagnostics', dict)().items()}
+
     def activate(self, params: Any) -> None:
         """Activate every camera's outputs."""
         for outputs in self.cameras:
@@ -61,7 +73,7 @@ class CameraOutputs:
         for outputs in self.cameras:
             outputs.params_changed(old, new)
 
-    def publish(self, result: Any, header: Any) -> None:
+    def publish(self, result: Any, header: Any, frame: Any = None) -> None:
         """Not used: a multi-camera result is published on its camera's outputs."""
         raise TypeError('a multi-camera result goes to outputs.cameras[index].publish')
 
