@@ -237,3 +237,92 @@ def test_detect_weights_are_refused_for_a_segment_manifest(model_dir, engine_cac
     assert "yolov8n.pt': the file holds a detect model but manifest 'yolov8n_seg' has task " \
         "'segment': use `task: detect`" in text
     assert '\n' not in text and text.count('yolov8n.pt') == 1
+
+
+def _confident_pairs(a: Detections, b: Detections, min_score: float = 0.5):
+    """(i, j): each confident detection of ``a`` and its same-class IoU >= 0.9 match in ``b``."""
+    pairs = []
+    for i in np.flatnonzero(a.scores >= min_score):
+        overlap = np.where(b.class_ids == a.class_ids[i], iou(a.boxes[i], b.boxes), 0.0)
+        assert overlap.max() >= 0.9, (i, a.boxes[i], b.boxes)
+        pairs.append((int(i), int(overlap.argmax())))
+    assert pairs
+    return pairs
+
+
+@pytest.fixture(scope='module')
+def plain_calibration(tmp_path_factory, assets):
+    """The two test images as they are: a calibration set like the frames being checked."""
+    import shutil
+
+    folder = tmp_path_factory.mktemp('plain_calibration')
+    for name in IMAGES:
+        shutil.copy(assets / name, folder / name)
+    return folder
+
+
+@pytest.mark.parametrize('task', MODELS)
+def test_openvino_int8_keeps_masks_and_keypoints(pipelines, images, model_dir, engine_cache_dir,
+                                                 plain_calibration, task):
+    """NNCF int8 (float output tail, calibrated by the task's own preprocessing): confident
+    detections, their masks (IoU >= 0.9) and keypoints (within 4 px) stay fp32's.
+
+    Calibrated on the frames themselves: the test model's keypoint branch is seeded, not
+    trained, and calibration on flipped and cropped variants (the session's calibration_dir)
+    moves its int8 keypoints by up to a quarter of a person's height.
+    """
+    pytest.importorskip('nncf', reason='NNCF is not installed (int8 quantization)')
+    calibration_dir = plain_calibration
+    int8 = build_pipeline(resolve_manifest(MODELS[task]), 'openvino', model_dir=str(model_dir),
+                          cache_dir=engine_cache_dir, precision='int8',
+                          calibration_dir=str(calibration_dir))
+    try:
+        assert int8.runner.describe()['inference_type'].startswith('int8')
+        assert int8.runner.output_names == pipelines[task, 'openvino'].runner.output_names
+        for name in IMAGES:
+            want = pipelines[task, 'openvino'].process(images[name], 'bgr8', PARAMS)
+            got = int8.process(images[name], 'bgr8', PARAMS)
+            for i, j in _confident_pairs(want, got):
+                if task == 'segment':
+                    assert mask_iou(want.masks[i], got.masks[j]) >= 0.9
+                else:
+                    np.testing.assert_allclose(got.keypoints[j, :, :2],
+                                               want.keypoints[i, :, :2], atol=4.0)
+    finally:
+        int8.close()
+
+
+@pytest.fixture
+def fake_trt(monkeypatch):
+    """A fake TensorRT and CUDA runtime (test/fake_tensorrt.py): the engine runs the ONNX."""
+    import sys
+
+    from fake_tensorrt import make_fake_cudart, make_fake_tensorrt
+
+    rt = make_fake_cudart([{'name': 'NVIDIA Fake RTX 4090', 'cc': (8, 9), 'memory': 24 << 30}])
+    monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', rt)
+    trt = make_fake_tensorrt(rt)
+    monkeypatch.setitem(sys.modules, 'tensorrt', trt)
+    return trt
+
+
+@pytest.mark.parametrize('task', MODELS)
+def test_tensorrt_engine_keeps_the_extra_outputs(fake_trt, pipelines, images, model_dir,
+                                                 engine_cache_dir, task):
+    """An engine built from the export names the same outputs and gives ONNX's results."""
+    engine = build_pipeline(resolve_manifest(MODELS[task]), 'tensorrt',
+                            model_dir=str(model_dir), cache_dir=engine_cache_dir)
+    try:
+        assert engine.runner.output_names == pipelines[task, 'onnx'].runner.output_names
+        image = images['zidane.jpg']
+        want = pipelines[task, 'onnx'].process(image, 'bgr8', PARAMS)
+        got = engine.process(image, 'bgr8', PARAMS)
+        np.testing.assert_allclose(got.boxes, want.boxes, atol=1e-2)
+        extra = 'masks' if task == 'segment' else 'keypoints'
+        np.testing.assert_array_equal(getattr(got, extra).shape, getattr(want, extra).shape)
+        if task == 'segment':
+            assert all(mask_iou(a, b) >= 0.99 for a, b in zip(got.masks, want.masks))
+        else:
+            np.testing.assert_allclose(got.keypoints, want.keypoints, atol=1e-2)
+    finally:
+        engine.close()
