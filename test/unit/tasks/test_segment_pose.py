@@ -326,3 +326,46 @@ def test_tensorrt_engine_keeps_the_extra_outputs(fake_trt, pipelines, images, mo
             np.testing.assert_allclose(got.keypoints, want.keypoints, atol=1e-2)
     finally:
         engine.close()
+
+
+def _full_frame_masks(coefficients, prototypes, boxes, meta):
+    """Reference: Ultralytics' order on whole frames (upsample, > 0, crop, letterbox undone,
+    resize to the source, > 0.5), one mask at a time."""
+    nm, mh, mw = prototypes.shape
+    height, width = meta.shape
+    left, top, cw, ch = meta.content()
+    src_h, src_w = meta.letterbox.source_shape
+    out = []
+    for coefficient, box in zip(coefficients, boxes):
+        logits = (coefficient @ prototypes.reshape(nm, -1)).reshape(mh, mw).astype(np.float32)
+        up = cv2.resize(logits, (width, height), interpolation=cv2.INTER_LINEAR) > 0
+        cols, rows = np.arange(width), np.arange(height)
+        up &= ((cols >= box[0]) & (cols < box[2]))[None, :]
+        up &= ((rows >= box[1]) & (rows < box[3]))[:, None]
+        inside = up[top:top + ch, left:left + cw].astype(np.float32)
+        out.append(cv2.resize(inside, (src_w, src_h), interpolation=cv2.INTER_LINEAR) > 0.5)
+    return out
+
+
+@pytest.mark.parametrize('seed', range(12))
+def test_box_limited_masks_equal_whole_frame_masks(seed):
+    """Masks computed within their boxes equal the whole-frame computation (IoU >= 0.97), for
+    any source size, rect or square input, letterboxed or stretched, boxes over the border."""
+    from vision_nodes.tasks.preprocess import _place
+    from vision_nodes.tasks.segment import NetworkMeta, instance_masks
+
+    rng = np.random.default_rng(seed)
+    source = (int(rng.integers(40, 1300)), int(rng.integers(40, 1300)))
+    shape = (640, 640) if seed % 3 == 0 else tuple(int(rng.integers(1, 21)) * 32
+                                                   for _ in range(2))
+    meta = NetworkMeta(_place(source[0], source[1], shape, seed % 4 != 3)[1], shape)
+    count = int(rng.integers(1, 8))
+    prototypes = rng.standard_normal((32, shape[0] // 4, shape[1] // 4)).astype(np.float32)
+    coefficients = rng.standard_normal((count, 32)).astype(np.float32)
+    corners = rng.random((count, 2, 2)) * [shape[1] + 40, shape[0] + 40] - 20
+    boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+    masks, kept = instance_masks(coefficients, prototypes, boxes.astype(np.float32), meta)
+    expected = _full_frame_masks(coefficients, prototypes, boxes, meta)
+    assert masks.shape[1:] == source
+    for mask, index in zip(masks, kept):
+        assert mask_iou(mask, expected[index]) >= 0.97
