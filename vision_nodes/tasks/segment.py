@@ -100,9 +100,8 @@ def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta, out: np.
     # near its edge sees the zeros outside the box, or the replicated edge of the image.
     cx0, cy0 = max(rx0 - 1, left), max(ry0 - 1, top)
     cx1, cy1 = min(rx1 + 1, left + width), min(ry1 + 1, top + height)
-    canvas = np.zeros((cy1 - cy0, cx1 - cx0), np.uint8)
-    canvas[ry0 - cy0:ry1 - cy0, rx0 - cx0:rx1 - cx0] = \
-        region[ry0 - y0:ry1 - y0, rx0 - x0:rx1 - x0].view(np.uint8) * np.uint8(255)
+    canvas = np.zeros((cy1 - cy0, cx1 - cx0), np.float32)
+    canvas[ry0 - cy0:ry1 - cy0, rx0 - cx0:rx1 - cx0] = region[ry0 - y0:ry1 - y0, rx0 - x0:rx1 - x0]
     ratio_x, ratio_y = width / src_w, height / src_h
     # Source pixels whose sample falls within the canvas (one more for rounding).
     sx0 = max(0, int(np.floor((cx0 - left) / ratio_x)) - 1)
@@ -113,7 +112,7 @@ def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta, out: np.
     scale_y, offset_y = _half_pixel(ratio_y, sy0)
     sampled = _sample(canvas, (scale_x, scale_y),
                       (offset_x + left - cx0, offset_y + top - cy0), (sy1 - sy0, sx1 - sx0))
-    out[sy0:sy1, sx0:sx1] = sampled > 127
+    out[sy0:sy1, sx0:sx1] = sampled > 0.5
 
 
 def instance_masks(coefficients: np.ndarray, prototypes: np.ndarray, boxes: np.ndarray,

@@ -349,8 +349,10 @@ def _full_frame_masks(coefficients, prototypes, boxes, meta):
 
 @pytest.mark.parametrize('seed', range(12))
 def test_box_limited_masks_equal_whole_frame_masks(seed):
-    """Masks computed within their boxes equal the whole-frame computation (IoU >= 0.97), for
-    any source size, rect or square input, letterboxed or stretched, boxes over the border."""
+    """Masks computed within their boxes equal the whole-frame computation but for ties on
+    their edges (a sample exactly halfway between a mask and a background pixel rounds either
+    way in floating point), for any source size, rect or square input, letterboxed or
+    stretched, boxes over the border."""
     from vision_nodes.tasks.preprocess import _place
     from vision_nodes.tasks.segment import NetworkMeta, instance_masks
 
@@ -367,5 +369,8 @@ def test_box_limited_masks_equal_whole_frame_masks(seed):
     masks, kept = instance_masks(coefficients, prototypes, boxes.astype(np.float32), meta)
     expected = _full_frame_masks(coefficients, prototypes, boxes, meta)
     assert masks.shape[1:] == source
+    kernel = np.ones((3, 3), np.uint8)
     for mask, index in zip(masks, kept):
-        assert mask_iou(mask, expected[index]) >= 0.97
+        want = expected[index].astype(np.uint8)
+        edge = cv2.dilate(want, kernel) != cv2.erode(want, kernel)
+        assert not np.any((mask != expected[index]) & ~edge)
