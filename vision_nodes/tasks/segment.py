@@ -64,7 +64,7 @@ def _half_pixel(ratio: float, start: float) -> tuple[float, float]:
 
 def _network_mask(logits: np.ndarray, box: np.ndarray, meta: NetworkMeta
                   ) -> tuple[np.ndarray, int, int]:
-    """The mask at network resolution inside ``box``: (bool region, its left, its top).
+    """Return the mask at network resolution inside ``box``: (bool region, its left, its top).
 
     The logits (mh, mw) upsampled (bilinear) to the network input, above 0, and cropped to
     the pixels x1 <= c < x2, y1 <= r < y2; outside the region the mask is empty.

@@ -11,7 +11,7 @@ from ...tasks.detect import Detections
 
 
 def index_ids(count: int) -> list[str]:
-    """Detection ids of a frame without tracking: each detection's index, as a string.
+    """Return a frame's detection ids without tracking: each detection's index, as a string.
 
     What ``instance_mask`` pixels (1 + index) and ``Keypoints2D.id`` refer to.
     """
