@@ -19,6 +19,7 @@ import cv2
 import numpy as np
 
 from ..manifest import ManifestError
+from ..text import clip
 from .detect import DetectionParams, DetectionTask, decode_anchors
 from .instances import SegmentResult
 from .preprocess import LetterboxMeta, prepare
@@ -179,7 +180,8 @@ class SegmentationTask(DetectionTask):
                     f"{where}: `task: segment` needs outputs '{PREDICTIONS}' (boxes, classes, "
                     f"mask coefficients) and '{PROTOTYPES}' (mask prototypes), as Ultralytics "
                     f"exports -seg models; this model's outputs are "
-                    f"{', '.join(repr(n) for n in names) or 'none'}: export it with those names")
+                    f"{', '.join(repr(clip(n, 40)) for n in names[:4]) or 'none'}: export "
+                    'it with those names')
             self._positions = (names.index(PREDICTIONS), names.index(PROTOTYPES))
         else:
             ranks = [len(s) for s in shapes]

@@ -374,3 +374,32 @@ def test_box_limited_masks_equal_whole_frame_masks(seed):
         want = expected[index].astype(np.uint8)
         edge = cv2.dilate(want, kernel) != cv2.erode(want, kernel)
         assert not np.any((mask != expected[index]) & ~edge)
+
+
+@pytest.mark.parametrize('task', MODELS)
+def test_openvino_fp16_keeps_masks_and_keypoints(pipelines, images, model_dir, engine_cache_dir,
+                                                 task):
+    """fp16 (bf16 on CPUs that have it): confident detections, masks and keypoints stay fp32's
+    (masks IoU >= 0.9, keypoints within 4 px). Skipped where the device has neither."""
+    from vision_nodes.runners.base import RunnerError
+
+    try:
+        half = build_pipeline(resolve_manifest(MODELS[task]), 'openvino',
+                              model_dir=str(model_dir), cache_dir=engine_cache_dir,
+                              precision='fp16')
+    except RunnerError as exc:
+        if "cannot run precision 'fp16' here" not in str(exc):
+            raise
+        pytest.skip(str(exc))
+    try:
+        for name in IMAGES:
+            want = pipelines[task, 'openvino'].process(images[name], 'bgr8', PARAMS)
+            got = half.process(images[name], 'bgr8', PARAMS)
+            for i, j in _confident_pairs(want, got):
+                if task == 'segment':
+                    assert mask_iou(want.masks[i], got.masks[j]) >= 0.9
+                else:
+                    np.testing.assert_allclose(got.keypoints[j, :, :2],
+                                               want.keypoints[i, :, :2], atol=4.0)
+    finally:
+        half.close()
