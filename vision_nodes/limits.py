@@ -72,3 +72,5 @@ MAX_PARAMS_FILE_BYTES = 1 << 20
 MAX_TENSORRT_WORKSPACE_BYTES = 4 << 30
 #: Largest TensorRT timing cache read back from the engine cache folder (bytes).
 MAX_TENSORRT_TIMING_CACHE_BYTES = 64 << 20
+#: Largest tracker configuration YAML (``tracker_config``), in bytes.
+MAX_TRACKER_CONFIG_BYTES = 64 << 10

@@ -47,7 +47,7 @@ def test_detections_to_msg_fields() -> None:
     assert first.results[0].hypothesis.class_id == '5'
     assert first.results[0].hypothesis.score == pytest.approx(0.9)
     assert first.results[0].pose.pose.orientation.w == 1.0
-    assert first.id == ''
+    assert [d.id for d in msg.detections] == ['0', '1']  # untracked: the index
     assert msg.detections[1].results[0].hypothesis.class_id == '0'
 
 
@@ -62,6 +62,21 @@ def test_cdr_matches_rclpy_serialisation(frame_id: str, count: int) -> None:
     reference = detections_to_msg(dets, header)
     encoded = detections_to_cdr(dets, header)
     assert isinstance(encoded, bytes)
+    assert len(encoded) == len(serialize_message(reference))
+    assert deserialize_message(encoded, Detection2DArray) == reference
+
+
+@pytest.mark.parametrize('seed', range(12))
+def test_cdr_with_track_ids_matches_rclpy_serialisation(seed: int) -> None:
+    # Track ids of 1 to 9 digits move where each following detection starts modulo 8.
+    rng = np.random.default_rng(100 + seed)
+    count = int(rng.integers(1, 30))
+    dets = _random_detections(rng, count, int(rng.choice([2, 80, 100000])))
+    dets.track_ids = rng.integers(1, 10 ** int(rng.integers(1, 10)), count)
+    header = _header('cam' * int(rng.integers(0, 4)))
+    reference = detections_to_msg(dets, header)
+    assert [d.id for d in reference.detections] == [str(i) for i in dets.track_ids]
+    encoded = detections_to_cdr(dets, header)
     assert len(encoded) == len(serialize_message(reference))
     assert deserialize_message(encoded, Detection2DArray) == reference
 

@@ -56,9 +56,9 @@ _SAME_TASK = ('depth', 'segment', 'pose')
 def _check_task(manifest: ModelManifest, task: Any) -> None:
     """Refuse weights of another task for depth, segment and pose, and theirs for another."""
     if task != manifest.task and (task in _SAME_TASK or manifest.task in _SAME_TASK):
-        raise ModelLoadError(f"the file holds a {task} model but manifest '{manifest.name}' "
-                             f"has task '{manifest.task}': use `task: {task}` or weights of "
-                             'that task')
+        raise ModelLoadError(f"the file holds a {task} model but manifest "
+                             f"'{manifest.name}' has task '{manifest.task}': use "
+                             f'`task: {task}` or weights of that task')
 
 
 def _depth_at_input_size(module: Any) -> None:

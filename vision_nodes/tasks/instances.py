@@ -40,7 +40,7 @@ class SegmentResult(Detections):
                    np.zeros((0,) + tuple(shape), dtype=bool))
 
     def select(self, index: np.ndarray) -> 'SegmentResult':
-        """Return the detections at ``index`` (indices or a boolean mask), masks following."""
+        """Return the detections at ``index`` (an index array or boolean mask), with masks."""
         return SegmentResult(self.boxes[index], self.scores[index], self.class_ids[index],
                              self.masks[index])
 
@@ -79,6 +79,6 @@ class PoseResult(Detections):
                    np.zeros((0, len(names), 3), np.float32), tuple(names), tuple(skeleton))
 
     def select(self, index: np.ndarray) -> 'PoseResult':
-        """Return the detections at ``index`` (indices or a boolean mask), keypoints following."""
+        """Return the detections at ``index`` (index array or boolean mask), with keypoints."""
         return PoseResult(self.boxes[index], self.scores[index], self.class_ids[index],
                           self.keypoints[index], self.names, self.skeleton)

@@ -11,7 +11,7 @@ from ...tasks.detect import Detections
 
 
 def index_ids(count: int) -> list[str]:
-    """Return a frame's detection ids without tracking: each detection's index, as a string.
+    """Return the ids of a frame without tracking: each detection's index, as a string.
 
     What ``instance_mask`` pixels (1 + index) and ``Keypoints2D.id`` refer to.
     """
@@ -23,8 +23,9 @@ def detections_to_msg(dets: Detections, header, ids: Sequence[str] | None = None
     """Build a Detection2DArray; ``class_id`` is the class index as a string.
 
     Each Detection2D carries the input image's header, one hypothesis, an axis-aligned box
-    (centre and size in source pixels, ``theta`` 0) and its ``id`` from ``ids`` (empty
-    without).
+    (centre and size in source pixels, ``theta`` 0) and its ``id``: from ``ids`` when given,
+    else the detection's own (:meth:`Detections.ids`: its track id when a tracker follows the
+    detections, else its index; decimal strings).
     """
     out = Detection2DArray()
     out.header = header
@@ -32,11 +33,11 @@ def detections_to_msg(dets: Detections, header, ids: Sequence[str] | None = None
     scores = dets.scores.astype(float).tolist()
     classes = dets.class_ids.tolist()
     detections = []
-    for index, ((x1, y1, x2, y2), score, cls) in enumerate(zip(boxes, scores, classes)):
+    ids = dets.ids() if ids is None else ids
+    for (x1, y1, x2, y2), score, cls, ident in zip(boxes, scores, classes, ids):
         det = Detection2D()
         det.header = header
-        if ids is not None:
-            det.id = ids[index]
+        det.id = ident
         det.bbox.center.position.x = (x1 + x2) / 2.0
         det.bbox.center.position.y = (y1 + y2) / 2.0
         det.bbox.size_x = x2 - x1
@@ -57,4 +58,5 @@ def detections_to_cdr(dets: Detections, header, ids: Sequence[str] | None = None
     detections, unlike building and publishing the message objects.
     """
     return encode_detection2d_array(header.stamp.sec, header.stamp.nanosec, header.frame_id,
-                                    dets.boxes, dets.scores, dets.class_ids, ids)
+                                    dets.boxes, dets.scores, dets.class_ids,
+                                    dets.ids() if ids is None else ids)

@@ -1,7 +1,7 @@
 """What a pose model publishes: ``detections``, ``label_info`` and ``keypoints``.
 
-``detections`` and ``label_info`` are a detector's (:class:`.detection_outputs.DetectionOutputs`)
-with each Detection2D's ``id`` set to its index; ``keypoints``
+``detections`` and ``label_info`` are a detector's (:class:`.detection_outputs.DetectionOutputs`:
+each Detection2D's ``id`` its index, or its track id with a tracker); ``keypoints``
 (``vision_nodes_msgs/Keypoints2DArray``, the input image's header) holds one Keypoints2D per
 detection with the same ``id``.
 """
@@ -14,7 +14,6 @@ from vision_nodes_msgs.msg import Keypoints2DArray
 
 from ...pipeline import LoadedModel
 from ...tasks.instances import PoseResult
-from .detection_messages import detections_to_cdr, index_ids
 from .detection_outputs import DetectionOutputs
 from .pose_messages import keypoints_to_msg
 
@@ -41,11 +40,9 @@ class PoseOutputs(DetectionOutputs):
         """Whether anything subscribes to the detections or the keypoints."""
         return super().wanted() or self._keypoints.get_subscription_count() > 0
 
-    def publish(self, result: PoseResult, header: Any) -> None:
-        """Publish one frame's detections and keypoints, both with index ids."""
-        ids = index_ids(len(result))
-        self._detections.publish(detections_to_cdr(result, header, ids))
-        self._keypoints.publish(keypoints_to_msg(result, header, ids))
+    def _publish_instances(self, result: PoseResult, header: Any) -> None:
+        """Publish the keypoints, each Keypoints2D with its detection's id."""
+        self._keypoints.publish(keypoints_to_msg(result, header, result.ids()))
 
     def destroy(self) -> None:
         """Destroy the publishers."""

@@ -1,9 +1,10 @@
 """What a segmentation model publishes: ``detections``, ``label_info`` and ``instance_mask``.
 
-``detections`` and ``label_info`` are a detector's (:class:`.detection_outputs.DetectionOutputs`)
-with each Detection2D's ``id`` set to its index; ``instance_mask`` (``mono16``, the input
-image's header and size) holds 1 + that index where the detection's mask is, 0 elsewhere. The
-mask image is built only while someone subscribes to it.
+``detections`` and ``label_info`` are a detector's (:class:`.detection_outputs.DetectionOutputs`:
+each Detection2D's ``id`` its index, or its track id with a tracker, which then also selects
+the detections); ``instance_mask`` (``mono16``, the input image's header and size) holds 1 +
+the detection's index in ``detections`` where its mask is, 0 elsewhere. The mask image is built
+only while someone subscribes to it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from sensor_msgs.msg import Image
 from ...pipeline import LoadedModel
 from ...tasks.instances import SegmentResult
 from .depth_outputs import IMAGES
-from .detection_messages import detections_to_cdr, index_ids
 from .detection_outputs import DetectionOutputs
 from .segment_messages import instance_mask_to_msg
 
@@ -42,9 +42,8 @@ class SegmentOutputs(DetectionOutputs):
         """Whether anything subscribes to the detections or the instance mask."""
         return super().wanted() or self._mask.get_subscription_count() > 0
 
-    def publish(self, result: SegmentResult, header: Any) -> None:
-        """Publish one frame's detections (index ids) and, if wanted, its instance mask."""
-        self._detections.publish(detections_to_cdr(result, header, index_ids(len(result))))
+    def _publish_instances(self, result: SegmentResult, header: Any) -> None:
+        """Publish the instance mask, if wanted (pixel = 1 + index in ``detections``)."""
         if self._mask.get_subscription_count() > 0:
             self._mask.publish(instance_mask_to_msg(result, header))
 
