@@ -84,7 +84,8 @@ class GraphReplay:
             self.failed = True
             self.clear()
             self._log(f"warning: CUDA graph capture failed for model '{clip(self._name)}' "
-                      f'({type(exc).__name__}: {clip(str(exc).strip())}); running it eagerly')
+                      f'({type(exc).__name__}: {clip(str(exc).strip())}); running it eagerly '
+                      '(set use_cuda_graphs to false to skip capturing)')
             return None
         while len(self._graphs) >= MAX_CUDA_GRAPHS:
             self._graphs.pop(next(iter(self._graphs)))

@@ -75,8 +75,8 @@ class TorchRunner(Runner):
 
     @property
     def supports_device_outputs(self) -> bool:  # type: ignore[override]
-        """On a GPU (``device_io``): outputs stay there for the task to decode."""
-        return self._device_io()
+        """On a GPU (``device_io``, torchvision's NMS at hand): outputs stay there."""
+        return self._device_io() and importlib.util.find_spec('torchvision') is not None
 
     def _device_io(self) -> bool:
         return (self.config.device_io and self._device is not None
@@ -149,7 +149,7 @@ class TorchRunner(Runner):
         return _torch().cuda
 
     def _forward(self, x: Any) -> Any:
-        """The network on a device tensor from :meth:`DeviceInput.stage` (u8 or float)."""
+        """Run the network on a device tensor from :meth:`DeviceInput.stage` (u8 or float)."""
         return self._module(self._input.convert(x))
 
     def _maybe_compile(self, module: Any) -> Any:
