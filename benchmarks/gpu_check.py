@@ -114,7 +114,7 @@ class Outcome:
 
     @property
     def ratio(self) -> float | None:
-        """pipeline / bare: what the pre- and post-processing add to the network."""
+        """Return pipeline / bare: what the pre- and post-processing add to the network."""
         if not self.bare_ms or self.pipeline_ms is None:
             return None
         return round(self.pipeline_ms / self.bare_ms, 3)
