@@ -19,6 +19,8 @@ MAX_MANIFEST_NODES = 20_000
 #: Longest manifest ``labels`` list, and longest label in it (characters).
 MAX_LABELS = 4096
 MAX_LABEL_CHARS = 128
+#: Most keypoints a pose manifest may name (``keypoints``; ``skeleton`` indices stay below).
+MAX_KEYPOINTS = 1024
 #: Longest model ``name`` (characters). A name is also a ROS 2 name token (letters, digits,
 #: underscores, not starting with a digit): a node running several models uses it as a
 #: namespace (``<name>/detections``) and the engine cache puts it in folder names.
@@ -73,3 +75,5 @@ MAX_TENSORRT_TIMING_CACHE_BYTES = 64 << 20
 #: PyTorch on a GPU: most CUDA graphs kept per model (one input shape at a time, one graph
 #: per kind of input at it: the u8 image and the float tensor).
 MAX_CUDA_GRAPHS = 4
+#: Largest tracker configuration YAML (``tracker_config``), in bytes.
+MAX_TRACKER_CONFIG_BYTES = 64 << 10

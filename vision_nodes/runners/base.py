@@ -91,6 +91,9 @@ class Runner(ABC):
         self.takes_u8 = False
         #: ``infer`` returns device outputs (see ``supports_device_outputs``).
         self.device_outputs = False
+        #: Names of the outputs, in ``infer``'s order, where the runtime names them (None for
+        #: PyTorch modules): tasks with several outputs check them at configure.
+        self.output_names: list[str] | None = None
         self._loaded = False
 
     @classmethod

@@ -205,16 +205,16 @@ class TorchRunner(Runner):
             y = None
             if self._graphs is not None:
                 y = self._graphs.run(staged, DeviceInput.network_shape(tensor))
-                if y is not None and self.device_outputs and y.dtype == torch.float32:
-                    y = y.clone()  # the next replay overwrites the captured output
             if y is None:
                 y = self._forward(staged.to(self._device, non_blocking=True))
+            outputs = y if isinstance(y, tuple) else (y,)
             if self.device_outputs:
-                y = y.float()
+                # A copy: the next replay of a graph overwrites its captured outputs.
+                outputs = tuple(t.to(torch.float32, copy=True) for t in outputs)
                 if self._device.type == 'cuda':
                     torch.cuda.synchronize(self._device)
-                return [DeviceOutput(y)]
-            return [y.float().cpu().numpy()]
+                return [DeviceOutput(t) for t in outputs]
+            return [t.float().cpu().numpy() for t in outputs]
 
     def _unload(self) -> None:
         self._module = None

@@ -151,6 +151,29 @@ def test_device_path_gives_the_host_paths_detections(device_path_on_cpu, host_mo
         model.close()
 
 
+@pytest.mark.parametrize('name', ['yolov8n_seg', 'yolov8n_pose'])
+def test_segment_and_pose_take_u8_but_decode_on_the_host(device_path_on_cpu, engine_cache_dir,
+                                                         bus_bgr, name):
+    """Masks and keypoints need every kept anchor's extra rows: their outputs come back as
+    arrays (all of them, graphs or not), and their results equal the host path's."""
+    results = []
+    for io in (False, True):
+        model = build_pipeline(resolve_manifest(name), 'cpu', cache_dir=engine_cache_dir,
+                               device_io=io, cuda_graphs=io)
+        try:
+            assert model.runner.takes_u8 is io and not model.runner.device_outputs
+            results.append(model.process(bus_bgr, 'bgr8', PARAMS))
+            outputs = model.runner.infer(model.task.preprocess(bus_bgr, 'bgr8')[0])
+            assert all(isinstance(out, np.ndarray) for out in outputs)
+            assert len(outputs) == (2 if name.endswith('seg') else 1)
+        finally:
+            model.close()
+    host, device = results
+    _same(device, host)
+    extra = 'masks' if name.endswith('seg') else 'keypoints'
+    np.testing.assert_allclose(getattr(device, extra), getattr(host, extra), atol=1e-3)
+
+
 def test_device_io_off_keeps_the_host_path(device_path_on_cpu, engine_cache_dir, bus_bgr):
     model = build_pipeline(resolve_manifest('yolov8n'), 'cpu', cache_dir=engine_cache_dir,
                            device_io=False, cuda_graphs=False)
