@@ -74,6 +74,8 @@ class PoseTask(DetectionTask):
     """Pre- and post-processing of YOLO pose estimation, shared by every runner."""
 
     name: ClassVar[str] = 'pose'
+    #: Keypoints are read at every kept anchor: decoded on the host.
+    decodes_device_outputs: ClassVar[bool] = False
 
     @classmethod
     def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]) -> dict[str, Any]:

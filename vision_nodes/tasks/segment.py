@@ -22,7 +22,7 @@ from ..manifest import ManifestError
 from ..text import clip
 from .detect import DetectionParams, DetectionTask, decode_anchors
 from .instances import SegmentResult
-from .preprocess import LetterboxMeta, prepare
+from .preprocess import LetterboxMeta
 
 #: Output names of an Ultralytics segmentation export: predictions, then prototypes.
 PREDICTIONS, PROTOTYPES = 'output0', 'output1'
@@ -146,6 +146,8 @@ class SegmentationTask(DetectionTask):
     """Pre- and post-processing of YOLO instance segmentation, shared by every runner."""
 
     name: ClassVar[str] = 'segment'
+    #: Masks need the prototypes and every kept anchor's coefficients: decoded on the host.
+    decodes_device_outputs: ClassVar[bool] = False
 
     def __init__(self, manifest) -> None:
         super().__init__(manifest)
@@ -154,9 +156,12 @@ class SegmentationTask(DetectionTask):
 
     def preprocess(self, image: np.ndarray, encoding: str,
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, NetworkMeta]:
-        """Turn a decoded image into (NCHW float32 tensor of ``shape``, postprocess metadata)."""
+        """Turn a decoded image into (network input of ``shape``, postprocess metadata).
+
+        The input is the detector's: the float tensor, or the u8 image with ``u8_input``.
+        """
         shape = tuple(shape or self.manifest.input_size)
-        tensor, meta = prepare(image, encoding, shape, self.manifest.preprocessing)
+        tensor, meta = super().preprocess(image, encoding, shape)
         return tensor, NetworkMeta(meta, (int(shape[0]), int(shape[1])))
 
     def check_model(self, output_shapes: Sequence[tuple[int, ...]] | None,
