@@ -78,5 +78,8 @@ MAX_CAMERAS = 16
 MAX_BATCH = 16
 #: Longest wait, in milliseconds, for more cameras' frames before a batch runs.
 MAX_BATCH_WINDOW_MS = 1000.0
+#: PyTorch on a GPU: most CUDA graphs kept per model (one input shape at a time, one graph
+#: per kind of input at it: the u8 image and the float tensor).
+MAX_CUDA_GRAPHS = 4
 #: Largest tracker configuration YAML (``tracker_config``), in bytes.
 MAX_TRACKER_CONFIG_BYTES = 64 << 10
