@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
 
-from vision_nodes.ros.camera_names import (check_names, output_namespaces,  # noqa: E402
-                                           topic_namespace)
+from vision_nodes.ros.camera_names import (camera_sibling, check_names,  # noqa: E402
+                                           output_namespaces, topic_namespace)
 from vision_nodes.ros.params import validate  # noqa: E402
 
 
@@ -53,3 +53,16 @@ def test_bad_topic_lists_are_refused_by_the_parameter_check(value, words):
     for word in words:
         assert word in reason, reason
     assert check_names('image_topics', ['/a/image', '/b/image']) is None
+
+
+def test_a_cameras_depth_topic_is_read_beside_its_image_and_one_for_all_is_refused():
+    """Relative names go in the camera's namespace; on a single-camera node ('') any name is
+    used as given; an absolute or private name with several cameras is one line naming the fix."""
+    assert camera_sibling('/front/', 'depth_registered/image_rect', 'depth_topic') == \
+        '/front/depth_registered/image_rect'
+    assert camera_sibling('', '/depth', 'depth_topic') == '/depth'
+    for name in ('/depth', '~/depth'):
+        with pytest.raises(ValueError) as info:
+            camera_sibling('/front/', name, 'depth_topic')
+        text = str(info.value)
+        assert '\n' not in text and f"depth_topic '{name}'" in text and 'relative name' in text

@@ -3,7 +3,8 @@
 Each camera's results go to its own namespace with its own frame's header, never to another
 camera's topics, also when the cameras send different image sizes and their frames run in one
 batch; results equal the model's on each frame alone; a camera that sends nothing holds back
-none of the others; names that would mix cameras are refused in one line.
+none of the others; names that would mix cameras are refused in one line; 3D boxes use each
+camera's own camera_info and depth, and each camera has a tracker of its own.
 """
 
 from __future__ import annotations
@@ -221,5 +222,90 @@ def test_several_models_keep_their_prefix_inside_each_camera_namespace(
         for (n, _), queue in answers.items():
             while (m := queue.get(0.5)) is not None:
                 assert m.header.frame_id.startswith(n)
+    finally:
+        h.close()
+
+
+def _camera_info(width: int, height: int, fx: float):
+    from sensor_msgs.msg import CameraInfo
+
+    info = CameraInfo(width=width, height=height, distortion_model='plumb_bob')
+    info.k = np.array([fx, 0, width / 2 - 0.5, 0, fx, height / 2 - 0.5, 0, 0, 1], np.float64)
+    return info
+
+
+def _plane(width: int, height: int, metres: float, header) -> Image:
+    msg = numpy_to_image(np.full((height, width, 1), metres, np.float32), '32FC1')
+    msg.header = header
+    return msg
+
+
+def test_3d_reads_each_cameras_own_camera_info_and_depth_and_tracks_per_camera(
+        model_dir, engine_cache_dir, images):
+    """Two cameras, each with its own K and depth plane beside its image topic
+    (/<camera>/camera_info, /<camera>/aligned_depth), and a decoy K and depth on the node's
+    own camera_info and aligned_depth: each camera's 3D boxes are at its own depth and
+    back-projected with its own K. The trackers are per camera: the same scene seen by both
+    (one frame_id) gets ids 1..n on each camera, kept on the next frames."""
+    from sensor_msgs.msg import CameraInfo
+    from vision_msgs.msg import Detection3DArray
+
+    own = {'front': (900.0, 3.0), 'rear': (450.0, 2.0)}  # fx = fy, plane distance (m)
+    h = Harness(_params(model_dir, engine_cache_dir, depth_source='topic',
+                        depth_topic='aligned_depth', tracker='bytetrack',
+                        image_topics=['/front/image_raw', '/rear/image_raw']), 'vn_multicam_3d')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        image = images['side']
+        height, width = image.shape[:2]
+        decoys = [(c.publisher(CameraInfo, '/camera_info', 10),
+                   _camera_info(width, height, 2000.0)),
+                  (c.publisher(Image, '/aligned_depth', 10), None)]
+        cams = {n: {'dets': c.subscribe(Detection2DArray, f'/{n}/detections', 20),
+                    'dets3': c.subscribe(Detection3DArray, f'/{n}/detections_3d', 20),
+                    'image': c.publisher(Image, f'/{n}/image_raw', 10),
+                    'depth': c.publisher(Image, f'/{n}/aligned_depth', 10),
+                    'info': c.publisher(CameraInfo, f'/{n}/camera_info', 10)} for n in own}
+        for n, cam in cams.items():
+            assert wait_for(lambda cam=cam: cam['depth'].get_subscription_count() > 0
+                            and cam['info'].get_subscription_count() > 0, 30.0), n
+        ids = {n: [] for n in own}
+        for sec in (500, 501, 502):
+            for n, (fx, z) in own.items():
+                cam = cams[n]
+                msg = _msg(image, 'cam_optical')
+                msg.header.stamp.sec = sec
+                decoys[1] = (decoys[1][0], _plane(width, height, 5.0, msg.header))
+                extra = decoys + [(cam['info'], _camera_info(width, height, fx)),
+                                  (cam['depth'], _plane(width, height, z, msg.header))]
+
+                def send(extra=extra, cam=cam, msg=msg):
+                    for pub, other in extra:
+                        pub.publish(other)
+                    cam['image'].publish(msg)
+                same = (lambda m, s=sec: m.header.stamp.sec == s)
+                got3 = None
+                for _ in range(30):
+                    send()
+                    got3 = cam['dets3'].get(2.0, same)
+                    if got3 is not None:
+                        break
+                assert got3 is not None, h.node.output()[-3000:]
+                got2 = cam['dets'].get(30.0, same)
+                assert got2 is not None and len(got2.detections) >= 2
+                assert [d.id for d in got3.detections] == [d.id for d in got2.detections]
+                ids[n].append([d.id for d in got2.detections])
+                cx, cy = width / 2 - 0.5, height / 2 - 0.5
+                for d2, d3 in zip(got2.detections, got3.detections):
+                    u, v = d2.bbox.center.position.x - 0.5, d2.bbox.center.position.y - 0.5
+                    centre = d3.bbox.center.position
+                    assert [centre.x, centre.y, centre.z] == pytest.approx(
+                        [(u - cx) * z / fx, (v - cy) * z / fx, z], abs=0.05), n
+                    assert d3.bbox.size.x == pytest.approx(d2.bbox.size_x * z / fx, abs=0.05)
+        for n in own:
+            first = ids[n][0]
+            assert sorted(map(int, first)) == list(range(1, len(first) + 1)), (n, ids[n])
+            assert all(later == first for later in ids[n][1:]), (n, ids[n])
     finally:
         h.close()

@@ -2,8 +2,11 @@
 
 ``image_topics`` lists the cameras; each camera's results go to its image topic's namespace
 (``/front/image_raw`` -> ``/front/``, so ``/front/detections``), or to the namespace
-``output_namespaces`` gives it. Two cameras may never publish to one namespace: that would mix
-their results on one topic, so it is refused in one line at configure, naming the fix.
+``output_namespaces`` gives it. What a camera reads beside its image (its ``camera_info``, a
+detector's ``depth_topic``) is a sibling of its image topic: a relative name resolved in the
+image topic's namespace (:func:`camera_sibling`). Two cameras may never publish to one
+namespace: that would mix their results on one topic, so it is refused in one line at
+configure, naming the fix.
 """
 
 from __future__ import annotations
@@ -59,3 +62,20 @@ def output_namespaces(topics: Sequence[str], overrides: Sequence[str]) -> list[s
                              f'both publish under {show(space, 80)}: set output_namespaces '
                              '(one namespace per camera)')
     return chosen
+
+
+def camera_sibling(namespace: str, name: str, param: str) -> str:
+    """Return the topic ``name`` of one camera: relative names go in its image's ``namespace``.
+
+    ``namespace`` is '' on a single-camera node: ``name`` is then used as given. With several
+    cameras an absolute or private name would be one topic read by every camera (another
+    camera's depth paired with this camera's frames), so it is refused in one line.
+    """
+    name = name.strip()
+    if not namespace:
+        return name
+    if name.startswith(('/', '~')):
+        raise ValueError(f'{param} {show(name, 80)} is one topic for every camera: with '
+                         'image_topics give a relative name (e.g. depth_registered/image_rect), '
+                         "read beside each camera's image topic")
+    return f'{namespace}{name}'

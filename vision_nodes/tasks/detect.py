@@ -156,7 +156,8 @@ OUTPUT_PARAMS: tuple[ParamSpec, ...] = (
               applies='activate'),
     ParamSpec('depth_topic', 'depth_registered/image_rect',
               'Depth image aligned with the colour image (32FC1 metres or 16UC1 millimetres, '
-              'NaN/0 = no return) for depth_source topic.', applies='activate'),
+              'NaN/0 = no return) for depth_source topic. With image_topics a relative name, '
+              "read beside each camera's image topic.", applies='activate'),
     ParamSpec('depth_slop', 0.05,
               'Seconds a depth image\'s stamp may differ from the colour image\'s to pair.',
               float_range=(0.0, 10.0), applies='live'),

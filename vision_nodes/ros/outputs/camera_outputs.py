@@ -23,7 +23,9 @@ class CameraOutputs:
         """Make the outputs of each camera in its namespace.
 
         Outputs that read a ``camera_info`` read the camera's own: the sibling of its image
-        topic (``/front/image_raw`` -> ``/front/camera_info``), as camera drivers publish it.
+        topic (``/front/image_raw`` -> ``/front/camera_info``), as camera drivers publish it;
+        outputs with a ``camera_namespace`` (3D detections: camera_info and a relative
+        ``depth_topic``) get the image topic's namespace to read them in.
         """
         #: Each camera's outputs, in ``image_topics`` order.
         self.cameras: list[Outputs] = []
@@ -34,6 +36,8 @@ class CameraOutputs:
                 self.cameras.append(outputs)
                 if hasattr(outputs, 'camera_info'):
                     outputs.camera_info = f'{topic_namespace(topic)}camera_info'
+                if hasattr(outputs, 'camera_namespace'):
+                    outputs.camera_namespace = topic_namespace(topic)
         except BaseException:
             self.destroy()
             raise

@@ -20,6 +20,7 @@ from ...geometry3d import Intrinsics, IntrinsicsError, boxes_3d
 from ...images import ImageConversionError
 from ...tasks.detect import DetectionParams, Detections
 from ...text import clip
+from ..camera_names import camera_sibling
 from ..depth_topic import DepthTopic, depth_view
 from .detection3d_messages import detections_3d_to_msg
 
@@ -62,17 +63,20 @@ class Detection3DOutputs:
 
     def __init__(self, node: Any, namespace: str, params: DetectionParams,
                  models: dict[str, Any], own: str,
-                 report_error: Callable[[str], None]) -> None:
+                 report_error: Callable[[str], None], camera_namespace: str = '') -> None:
+        """Read depth and K of the camera in ``camera_namespace`` ('' = the node's one camera)."""
         self._node = node
         self._report_error = report_error
         self._model = parse_depth_source(params.depth_source, models, own)
         self._slop = params.depth_slop
+        depth_topic = camera_sibling(camera_namespace, params.depth_topic, 'depth_topic')
+        info_topic = camera_sibling(camera_namespace, 'camera_info', 'camera_info')
         self._pub = node.endpoints.publisher(Detection3DArray, f'{namespace}detections_3d', 10)
         self._made: list[Any] = [self._pub]
         try:
-            self._depth = None if self._model else DepthTopic(node, params.depth_topic)
+            self._depth = None if self._model else DepthTopic(node, depth_topic)
             self._info_sub = node.endpoints.subscription(
-                CameraInfo, 'camera_info', self._on_info, CAMERA_INFO_IN, label='camera_info')
+                CameraInfo, info_topic, self._on_info, CAMERA_INFO_IN, label='camera_info')
         except BaseException:
             self.destroy()
             raise

@@ -70,6 +70,9 @@ class DetectionOutputs:
         self._tracking_off = ''
         self._3d: Detection3DOutputs | None = None
         self._annotated: Any = None
+        #: The namespace of this camera's image topic with several cameras (set by
+        #: ``CameraOutputs``; '' = the node's one camera): 3D reads its camera_info and depth.
+        self.camera_namespace = ''
 
     @property
     def topics(self) -> list[str]:
@@ -96,7 +99,8 @@ class DetectionOutputs:
             if params.depth_source:
                 models = {m.name: m.pipeline.task for m in self._node.frames.models}
                 self._3d = Detection3DOutputs(self._node, self._namespace, params, models,
-                                              self._name, self._report_error)
+                                              self._name, self._report_error,
+                                              self.camera_namespace)
             if params.publish_annotated:
                 self._annotated = self._node.endpoints.publisher(
                     Image, f'{self._namespace}annotated', IMAGES)
