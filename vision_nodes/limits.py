@@ -76,6 +76,8 @@ MAX_TENSORRT_TIMING_CACHE_BYTES = 64 << 20
 #: frames one inference runs (``max_batch``): an engine or export is built for the range.
 MAX_CAMERAS = 16
 MAX_BATCH = 16
+#: Most threads that convert, pre- and post-process a batch's frames side by side.
+MAX_FRAME_WORKERS = 8
 #: Longest wait, in milliseconds, for more cameras' frames before a batch runs.
 MAX_BATCH_WINDOW_MS = 1000.0
 #: PyTorch on a GPU: most CUDA graphs kept per model (one input shape at a time, one graph

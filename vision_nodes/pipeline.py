@@ -18,6 +18,7 @@ from .artifacts.cache import ArtifactCache, default_cache_dir
 from .artifacts.calibration import Preprocessor
 from .artifacts.chain import ArtifactChain
 from .manifest import ModelManifest
+from .parallel import map_frames
 from .runners.base import Runner, RunnerConfig, RunnerError
 from .runners.registry import Selection, create_runner, select
 from .tasks import Task, create_task
@@ -101,10 +102,15 @@ class LoadedModel:
         if len(frames) == 1:
             return [self.process(frames[0][0], frames[0][1], params)]
         shape = self._prepare(frames[0][0])
-        prepared = [self.task.preprocess(image, encoding, shape) for image, encoding in frames]
+        # Each frame's pre- and post-processing side by side (parallel.py: they release the
+        # GIL); the network runs once on the batch.
+        prepared = map_frames(lambda frame: self.task.preprocess(frame[0], frame[1], shape),
+                              frames)
         outputs = self.runner.infer(np.concatenate([tensor for tensor, _ in prepared]))
-        return [self.task.postprocess([out[i:i + 1] for out in outputs], meta, params)
-                for i, (_, meta) in enumerate(prepared)]
+        return map_frames(
+            lambda item: self.task.postprocess([out[item[0]:item[0] + 1] for out in outputs],
+                                               item[1][1], params),
+            enumerate(prepared))
 
     def close(self) -> None:
         """Unload the runner and free its memory."""

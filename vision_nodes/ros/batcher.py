@@ -9,6 +9,8 @@ The batcher's thread takes the first frame that arrives, waits up to ``batch_win
 other cameras' frames (never for a camera that sends nothing: the window is counted from the
 first frame), and runs what it has, up to ``max_batch`` frames, through every model
 (:meth:`~vision_nodes.pipeline.LoadedModel.process_batch`: same network shape, one run).
+Each frame's conversion, like its pre- and post-processing, runs on a pool thread beside the
+others' (:mod:`vision_nodes.parallel`).
 Each result is published on its own camera's outputs with its own frame's header; then each
 camera's gate opens again. A camera is named by its index in ``image_topics``: the key of
 anything kept per camera (outputs, and later tracker state).
@@ -23,6 +25,7 @@ import time
 from typing import Any, Callable
 
 from ..images import ImageConversionError
+from ..parallel import map_frames
 from ..stats import stamp_latency
 from .compressed_input import compressed_to_numpy
 from .frame_path import FramePath
@@ -110,15 +113,12 @@ class FrameBatcher:
         """Convert each frame once, run every model on the batch, publish per camera."""
         started = time.monotonic()
         taken = []
-        for index, msg in batch:
+        for (index, msg), converted in zip(batch, map_frames(_convert, batch)):
             self._frames.stats.on_received()
-            try:
-                image, encoding = compressed_to_numpy(msg) if hasattr(msg, 'format') \
-                    else image_to_array(msg)
-            except ImageConversionError as exc:
-                self._error(index, f'skipping image: {exc}')
+            if isinstance(converted, ImageConversionError):
+                self._error(index, f'skipping image: {converted}')
                 continue
-            taken.append((index, msg, image, encoding))
+            taken.append((index, msg, *converted))
         models = self._frames.models
         if not taken or not models:
             return
@@ -154,6 +154,15 @@ class FrameBatcher:
         """Count an error on the camera's entry and the node's; log it (rate-limited)."""
         self.cameras[index].stats.on_error(text)
         self._frames.frame_error(f"camera '{self._topics[index]}': {text}")
+
+
+def _convert(item: tuple[int, Any]) -> tuple[Any, str] | ImageConversionError:
+    """One camera's message as (array, encoding), or why it cannot be (on a pool thread)."""
+    msg = item[1]
+    try:
+        return compressed_to_numpy(msg) if hasattr(msg, 'format') else image_to_array(msg)
+    except ImageConversionError as exc:
+        return exc
 
 
 def _result_of(results: dict[str, list[Any]], position: int, name: str) -> Any:

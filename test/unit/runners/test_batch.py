@@ -77,6 +77,32 @@ def test_batches_are_cut_at_max_batch(batched, frames):
     assert calls == [3, 2] and len(results) == 5
 
 
+def test_each_frames_pre_and_post_processing_run_on_the_frame_pool(batched, frames):
+    """A batch's frames are prepared and decoded on the pool's threads (side by side where
+    the machine has cores for it), not one after the other on the caller's; results are the
+    same as one by one."""
+    import threading
+
+    from vision_nodes.parallel import workers
+
+    if workers() < 2:
+        pytest.skip('one core: the frames run on the calling thread')
+    task, seen = batched.task, []
+    pre, post = task.preprocess, task.postprocess
+
+    def spy(run):
+        return lambda *a: seen.append(threading.current_thread().name) or run(*a)
+    task.preprocess, task.postprocess = spy(pre), spy(post)
+    try:
+        together = batched.process_batch([frames[0]] * 3, PARAMS)
+    finally:
+        del task.preprocess, task.postprocess
+    assert len(seen) == 6 and all(name.startswith('frames') for name in seen), seen
+    alone = batched.process(*frames[0], PARAMS)
+    for result in together:
+        assert_same_detections(result, alone, min_score=0.3, min_iou=0.95)
+
+
 def test_batch_range_is_in_the_cache_keys(model_dir):
     single = resolve_manifest('yolov8n')
     from dataclasses import replace
