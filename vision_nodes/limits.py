@@ -70,3 +70,5 @@ MAX_PARAMS_FILE_BYTES = 1 << 20
 MAX_TENSORRT_WORKSPACE_BYTES = 4 << 30
 #: Largest TensorRT timing cache read back from the engine cache folder (bytes).
 MAX_TENSORRT_TIMING_CACHE_BYTES = 64 << 20
+#: Frames whose stage durations the node keeps for its stage medians (diagnostics).
+STAGE_WINDOW = 256

@@ -20,6 +20,7 @@ from .artifacts.chain import ArtifactChain
 from .manifest import ModelManifest
 from .runners.base import Runner, RunnerConfig, RunnerError
 from .runners.registry import Selection, create_runner, select
+from .stage_times import mark
 from .tasks import Task, create_task
 from .tasks.preprocess import rect_shape
 from .text import clip
@@ -68,8 +69,12 @@ class LoadedModel:
             self.runner.prepare_shape(shape)
             self._prepared = shape
         tensor, meta = self.task.preprocess(image, encoding, shape)
+        mark('preprocess')
         outputs = self.runner.infer(tensor)
-        return self.task.postprocess(outputs, meta, params)
+        mark('inference')
+        result = self.task.postprocess(outputs, meta, params)
+        mark('postprocess')
+        return result
 
     def close(self) -> None:
         """Unload the runner and free its memory."""

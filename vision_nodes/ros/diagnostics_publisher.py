@@ -78,5 +78,5 @@ class DiagnosticsPublisher:
         status = diagnostic_status(
             self._frames.stats.snapshot(), facts, limits, state,
             explain_silence=sub.explain_silence if sub else (lambda: ''),
-            device_memory_bytes=device_memory)
+            device_memory_bytes=device_memory, extra=self._frames.stages.diagnostic_values())
         self._pub.publish(diagnostic_array(self._node.get_clock().now().to_msg(), status))

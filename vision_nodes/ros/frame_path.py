@@ -23,6 +23,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from ..images import ImageConversionError
 from ..pipeline import LoadedModel
+from ..stage_times import FrameClock, StageTimes, mark, timing
 from ..stats import FrameStats, stamp_latency
 from . import compat
 from .compressed_input import compressed_to_numpy
@@ -69,6 +70,8 @@ class FramePath:
         self.gate = _Gate()
         self._wake = node.create_guard_condition(lambda: None)
         self.stats = FrameStats()
+        #: Per-stage medians of the first model's frames (diagnostics, benchmark).
+        self.stages = StageTimes()
         self._lock = threading.RLock()  # the models, against transitions
         self.models: list[ServedModel] = []
         self._frames: queue.SimpleQueue = queue.SimpleQueue()
@@ -86,6 +89,7 @@ class FramePath:
     def start(self) -> None:
         """Start the inference thread, with the gate open and the counts at zero."""
         self.stats.reset()
+        self.stages.reset()
         self._last_seq.clear()
         self.gate.open = True
         self._helpers = {m.name: ThreadPoolExecutor(1, thread_name_prefix=m.name)
@@ -109,11 +113,11 @@ class FramePath:
         """Return the image subscription handler (with message info where rclpy gives it)."""
         return self.on_image_with_info if compat.MESSAGE_INFO else self.on_image
 
-    def on_image(self, msg: Any) -> None:
-        """Close the gate and hand the frame to the inference thread."""
+    def on_image(self, msg: Any, times: tuple[int, int] | None = None) -> None:
+        """Close the gate and hand the frame (and its DDS source/reception ns) to the thread."""
         self.gate.open = False
         self.stats.on_received()
-        self._frames.put(msg)
+        self._frames.put((msg, times))
 
     def on_image_with_info(self, msg: Any, info: Any) -> None:
         """Count the frames the middleware dropped before this one, then :meth:`on_image`."""
@@ -126,7 +130,9 @@ class FramePath:
                 for _ in range(min(seq - last - 1, 1000)):
                     self.stats.on_received()
                     self.stats.on_dropped()
-        self.on_image(msg)
+        times = (info.get('source_timestamp'), info.get('received_timestamp')) \
+            if isinstance(info, dict) else None
+        self.on_image(msg, times if times and all(times) else None)
 
     def frame_error(self, text: str) -> None:
         """Count and log (rate-limited) an error about one frame."""
@@ -135,18 +141,22 @@ class FramePath:
 
     def _loop(self) -> None:
         while True:
-            msg = self._frames.get()
-            if msg is None:
+            item = self._frames.get()
+            if item is None:
                 return
             try:
-                self._process(msg)
+                self._process(*item)
             finally:
                 self.gate.open = True
                 self._wake.trigger()
 
-    def _process(self, msg: Any) -> None:
-        """Convert once, run every wanted model, publish each result."""
+    def _process(self, msg: Any, times: tuple[int, int] | None) -> None:
+        """Convert once, run every wanted model, publish each result; time the first model's."""
         started = time.monotonic()
+        clock = FrameClock()
+        if times is not None:
+            clock.add('dds_in', (times[1] - times[0]) / 1e9)
+            clock.add('receive', (time.time_ns() - times[1]) / 1e9)
         with self._lock:
             models, helpers = self.models, self._helpers
             if not models:
@@ -159,20 +169,29 @@ class FramePath:
             except ImageConversionError as exc:
                 self.frame_error(f'skipping image: {exc}')
                 return
+            clock.mark('convert')
             lazy = self._lazy() and len(models) > 1
             wanted = [m for m in models if not lazy or m.outputs.wanted()]
-            pending = [helpers[m.name].submit(self._run, m, image, encoding, msg.header)
-                       for m in wanted[1:]]
-            results = [self._run(wanted[0], image, encoding, msg.header)] if wanted else []
+            pending = [helpers[m.name].submit(self._run, m, image, encoding, msg.header,
+                                              FrameClock()) for m in wanted[1:]]
+            results = [self._run(wanted[0], image, encoding, msg.header, clock)] \
+                if wanted else []
             results += [future.result() for future in pending]
+        if results and results[0]:
+            self.stages.add(clock.spent)
         if any(results):
             stamp = msg.header.stamp
             self.stats.on_processed(
                 stamp_latency(stamp.sec, stamp.nanosec, self._node.get_clock().now().nanoseconds),
                 time.monotonic() - started)
 
-    def _run(self, model: ServedModel, image: Any, encoding: str, header: Any) -> bool:
+    def _run(self, model: ServedModel, image: Any, encoding: str, header: Any,
+             clock: FrameClock) -> bool:
         """Run one model on a converted frame and publish its result; False if it failed."""
+        with timing(clock):
+            return self._run_timed(model, image, encoding, header)
+
+    def _run_timed(self, model: ServedModel, image: Any, encoding: str, header: Any) -> bool:
         try:
             result = model.pipeline.process(image, encoding, model.params.current)
         except ImageConversionError as exc:
@@ -183,4 +202,5 @@ class FramePath:
                              f'{type(exc).__name__}: {exc}')
             return False
         model.outputs.publish(result, header)
+        mark('publish')
         return True

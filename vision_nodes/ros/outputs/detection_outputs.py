@@ -9,6 +9,7 @@ from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from ...pipeline import LoadedModel
+from ...stage_times import mark
 from ...tasks.detect import DetectionParams, Detections
 from .detection_messages import detections_to_cdr
 from .label_info import label_info_msg
@@ -60,7 +61,9 @@ class DetectionOutputs:
 
     def publish(self, result: Detections, header: Any) -> None:
         """Publish one frame's detections (serialised with NumPy, see ``cdr.py``)."""
-        self._detections.publish(detections_to_cdr(result, header))
+        payload = detections_to_cdr(result, header)
+        mark('message')
+        self._detections.publish(payload)
 
     def destroy(self) -> None:
         """Destroy the publishers."""
