@@ -21,7 +21,7 @@ import numpy as np
 from ..artifacts.calibration import CalibrationError
 from ..artifacts.labels import labels_from_rt_info
 from ..artifacts.types import OpenVinoIr, artifact_source
-from ..platform.cpu import cpu_info
+from ..platform.cpu import cpu_info, int8_float_type
 from ..platform.devices import DeviceError, OpenVinoDevice, openvino_device
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
@@ -222,10 +222,10 @@ class OpenVinoRunner(Runner):
     def _inference_type(self, family: str) -> str:
         """INFERENCE_PRECISION_HINT for one device type at this runner's precision."""
         precision = self.config.precision
-        if precision == 'fp32' or (precision == 'int8' and family == 'CPU'):
-            # An int8 model's float layers (its output tail) stay exact on CPUs: bf16 there
-            # would round box coordinates (docs/backends.md, OpenVINO settings).
+        if precision == 'fp32':
             return EXACT_TYPE
+        if precision == 'int8' and family == 'CPU':  # bf16 where native (platform/cpu.py)
+            return int8_float_type(cpu_info())
         # fp16, and the float layers of an int8 model on GPUs and NPUs.
         return fast_reduced_type(family) or EXACT_TYPE
 

@@ -459,3 +459,23 @@ def test_auto_falls_back_from_openvino_to_onnx(manifest, model_dir, engine_cache
             text.index("precision auto: 'fp32' on backend 'onnx'")
     finally:
         pipeline.close()
+
+
+@pytest.mark.parametrize('name', IMAGES)
+def test_int8_float_layers_in_this_cpus_type_agree_with_fp32(int8, fp32, images, name):
+    """The accuracy check of int8's float layers in the type this CPU gets (bf16 with AMX or
+    AVX-512 BF16, else f32: platform/cpu.int8_float_type) against exact fp32: the same
+    confident objects, and no confident box's edge moved by more than 4 px or 2 % of its size
+    (int8 with f32 float layers moved zidane.jpg's 1000 px wide person by 9.8 px)."""
+    from vision_nodes.platform.cpu import cpu_info, int8_float_type
+
+    float_type = int8_float_type(cpu_info())
+    assert int8.runner.describe()['inference_type'] == \
+        f'int8 in the quantized layers, {float_type} elsewhere'
+    want = fp32.process(images[name], 'bgr8', PARAMS)
+    got = int8.process(images[name], 'bgr8', PARAMS)
+    assert_same_detections(want, got, at_least=2)
+    for box, cls in zip(want.boxes[want.scores >= 0.5], want.class_ids[want.scores >= 0.5]):
+        same = got.boxes[got.class_ids == cls]
+        bound = max(4.0, 0.02 * float(max(box[2] - box[0], box[3] - box[1])))
+        assert np.abs(same - box).max(axis=1).min() <= bound, (float_type, box, same)
