@@ -13,8 +13,9 @@ The stages, in the order a frame meets them (:data:`STAGES`):
 
 * ``dds_in``      - the sender's write → DDS delivered the image to the node (source and
                     reception timestamps of the middleware, the system clock);
-* ``receive``     - DDS delivery → the inference thread starts on the frame (rclpy's take
-                    and deserialisation, the executor, the hand-off to the thread);
+* ``receive``     - DDS delivery → the subscription callback (the executor's wake-up,
+                    rclpy's take and deserialisation into a Python message);
+* ``handoff``     - the callback → the inference thread starts on the frame;
 * ``convert``     - message → image array (a view, a camera-encoding conversion, a decode);
 * ``preprocess``, ``inference``, ``postprocess`` - the model's task and runner;
 * ``message``     - results → the message (or its serialised bytes);
@@ -32,7 +33,7 @@ from typing import Iterator, Mapping
 
 from .limits import STAGE_WINDOW
 
-STAGES = ('dds_in', 'receive', 'convert', 'preprocess', 'inference', 'postprocess',
+STAGES = ('dds_in', 'receive', 'handoff', 'convert', 'preprocess', 'inference', 'postprocess',
           'message', 'publish')
 
 
@@ -105,7 +106,7 @@ class StageTimes:
     def diagnostic_values(self) -> dict[str, str]:
         """The medians as diagnostics key/values: ``stage <name> p50 (ms)``, ``n/a`` before any."""
         medians = self.medians()
-        return {stage_key(stage): (f'{medians[stage] * 1e3:.2f}' if medians else 'n/a')
+        return {stage_key(stage): (f'{medians[stage] * 1e3:.3f}' if medians else 'n/a')
                 for stage in STAGES}
 
 

@@ -345,7 +345,7 @@ def test_stage_medians_over_the_last_frames_and_their_diagnostic_values():
     assert medians['inference'] == pytest.approx(0.030)
     assert medians['receive'] == 0.0 and medians['publish'] == 0.0  # negative skew, absent
     values = times.diagnostic_values()
-    assert values[stage_key('inference')] == '30.00' and values[stage_key('convert')] == '1.00'
+    assert values[stage_key('inference')] == '30.000' and values[stage_key('convert')] == '1.000'
     status = diagnostic_status(_snap_after(5.0), FACTS, HealthLimits(), extra=values)
     got = {kv.key: kv.value for kv in _round_trip(diagnostic_array(Time(), status)).status[0]
            .values}

@@ -155,6 +155,7 @@ def test_diagnostics_report_rates_drops_and_silence(model_dir, engine_cache_dir,
         stages = {stage: float(values[stage_key(stage)]) for stage in STAGES}
         assert min(stages.values()) >= 0 and stages['inference'] > 0
         assert stages['dds_in'] > 0 and stages['receive'] > 0  # middleware timestamps read
+        assert stages['handoff'] > 0
     finally:
         h.close()
 

@@ -117,7 +117,7 @@ class FramePath:
         """Close the gate and hand the frame (and its DDS source/reception ns) to the thread."""
         self.gate.open = False
         self.stats.on_received()
-        self._frames.put((msg, times))
+        self._frames.put((msg, times, time.time_ns()))
 
     def on_image_with_info(self, msg: Any, info: Any) -> None:
         """Count the frames the middleware dropped before this one, then :meth:`on_image`."""
@@ -150,13 +150,14 @@ class FramePath:
                 self.gate.open = True
                 self._wake.trigger()
 
-    def _process(self, msg: Any, times: tuple[int, int] | None) -> None:
+    def _process(self, msg: Any, times: tuple[int, int] | None, called_ns: int) -> None:
         """Convert once, run every wanted model, publish each result; time the first model's."""
         started = time.monotonic()
         clock = FrameClock()
         if times is not None:
             clock.add('dds_in', (times[1] - times[0]) / 1e9)
-            clock.add('receive', (time.time_ns() - times[1]) / 1e9)
+            clock.add('receive', (called_ns - times[1]) / 1e9)
+        clock.add('handoff', (time.time_ns() - called_ns) / 1e9)
         with self._lock:
             models, helpers = self.models, self._helpers
             if not models:
