@@ -140,6 +140,8 @@ def _model(manifest: ModelManifest, runner: Runner, task: Task) -> LoadedModel:
         except BaseException:
             runner.unload()
             raise
+    if runner.supports_u8_input and getattr(task, 'supports_u8_input', False):
+        runner.takes_u8 = task.u8_input = True  # the pre-processing runs in the runtime
     return LoadedModel(manifest, runner, task, labels)
 
 

@@ -61,6 +61,10 @@ class Runner(ABC):
 
     #: Backend names (keys of the backend map) this class serves.
     backends: ClassVar[tuple[str, ...]] = ()
+    #: ``infer`` can take the letterboxed u8 (1, H, W, 3) bgr image, the model's
+    #: pre-processing embedded in its artifact; the pipeline turns it on (``takes_u8``)
+    #: when the task can hand such images.
+    supports_u8_input: ClassVar[bool] = False
 
     def __init__(self, config: RunnerConfig) -> None:
         self.config = config
@@ -74,6 +78,8 @@ class Runner(ABC):
         #: Shapes of the outputs of the warm-up run at ``input_size``, for the task to check
         #: that the model is what the manifest says (see ``DetectionTask.check_model``).
         self.output_shapes: list[tuple[int, ...]] | None = None
+        #: Frames come as the u8 image (see ``supports_u8_input``).
+        self.takes_u8 = False
         self._loaded = False
 
     @classmethod

@@ -15,7 +15,7 @@ from ..limits import MAX_DETECTIONS
 from ..manifest import ManifestError, ModelManifest
 from ..param_spec import ParamSpec
 from .nms import nms
-from .preprocess import LetterboxMeta, prepare
+from .preprocess import LetterboxMeta, prepare, prepare_u8
 
 #: Offset that separates classes for batched NMS (larger than any image side).
 _CLASS_OFFSET = 7680.0
@@ -111,8 +111,13 @@ class DetectionTask:
                   int(thresholds.max_detections))
         return {spec.name: value for spec, value in zip(cls.params, values)}
 
+    #: ``preprocess`` can hand the letterboxed u8 image (``prepare_u8``) to a runner that
+    #: embeds the pre-processing; the pipeline sets ``u8_input`` when the runner does.
+    supports_u8_input: ClassVar[bool] = True
+
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest
+        self.u8_input = False
 
     def make_params(self, values: Mapping[str, Any]) -> DetectionParams:
         """Thresholds from parameter values keyed by spec name (missing: the default)."""
@@ -126,8 +131,12 @@ class DetectionTask:
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, LetterboxMeta]:
         """Turn a decoded image into (NCHW float32 tensor of ``shape``, postprocess metadata).
 
-        ``shape`` (height, width) defaults to the manifest's ``input_size``.
+        ``shape`` (height, width) defaults to the manifest's ``input_size``. With
+        ``u8_input`` the network input is the letterboxed u8 NHWC image instead.
         """
+        if self.u8_input:
+            return prepare_u8(image, encoding, shape or self.manifest.input_size,
+                              self.manifest.preprocessing)
         return prepare(image, encoding, shape or self.manifest.input_size,
                        self.manifest.preprocessing)
 
