@@ -24,7 +24,7 @@ from vision_nodes.stage_times import STAGES, stage_key
 
 
 def stages_from_status(values: Mapping[str, str]) -> dict[str, float] | None:
-    """A node's stage medians (ms) from its diagnostics key/values; None without numbers."""
+    """Return a node's stage medians (ms) from its diagnostics values; None without numbers."""
     try:
         return {stage: float(values[stage_key(stage)]) for stage in STAGES}
     except (KeyError, ValueError):
@@ -37,7 +37,7 @@ def with_outside(stages: Mapping[str, float], node_ms: float) -> dict[str, float
 
 
 def breakdown_lines(configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The stage table, one line per configuration, in ms."""
+    """Return the stage table, one line per configuration, in ms."""
     columns = list(STAGES) + ['outside']
     width = max([len(name) for name in configs] + [13])
     lines = [f"{'configuration':<{width}} " + ' '.join(f'{c[:11]:>11}' for c in columns)
@@ -70,8 +70,11 @@ def write_json(path: Path, machine: Mapping[str, Any], configs: Mapping[str, Any
 
 def write_plot(path: Path, configs: Mapping[str, Mapping[str, Any]],
                ultralytics_pt_ms: float | None, title: str) -> None:
-    """PNG: per configuration the node path's stages but inference (what the node adds to the
-    network), and node path vs pipeline vs bare runner vs Ultralytics' predict."""
+    """Write a PNG: the node path's stages, and node vs pipeline vs bare vs Ultralytics.
+
+    Per configuration, the stages but inference (what the node adds to the network), and the
+    node path, pipeline and bare runner medians beside Ultralytics' predict.
+    """
     import matplotlib
 
     matplotlib.use('Agg')

@@ -104,7 +104,7 @@ class StageTimes:
         return {stage: statistics.median(column) for stage, column in zip(STAGES, zip(*rows))}
 
     def diagnostic_values(self) -> dict[str, str]:
-        """The medians as diagnostics key/values: ``stage <name> p50 (ms)``, ``n/a`` before any."""
+        """Return the medians as diagnostics values: ``stage <name> p50 (ms)``, or ``n/a``."""
         medians = self.medians()
         return {stage_key(stage): (f'{medians[stage] * 1e3:.3f}' if medians else 'n/a')
                 for stage in STAGES}

@@ -100,7 +100,7 @@ def cpu_info() -> CpuInfo:
 
 
 def int8_float_type(cpu: CpuInfo) -> str:
-    """The type an INT8 model's remaining float layers run in on ``cpu``: 'bf16' or 'f32'.
+    """Return the type an INT8 model's float layers run in on ``cpu``: 'bf16' or 'f32'.
 
     bf16 where the CPU computes it natively (AMX or AVX-512 BF16): there the float layers
     (the first convolution's input, the output tail) cost as much as the quantized ones in

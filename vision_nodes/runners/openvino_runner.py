@@ -269,7 +269,7 @@ class OpenVinoRunner(Runner):
 
     # ------------------------------------------------------------------ shapes and inference
     def _u8_model(self) -> Any:
-        """The model with the pre-processing embedded (artifacts/openvino_u8_input.py)."""
+        """Return the model with the pre-processing embedded (artifacts/openvino_u8_input.py)."""
         if self._u8 is None:
             import openvino as ov
 
