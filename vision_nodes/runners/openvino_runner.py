@@ -183,6 +183,8 @@ class OpenVinoRunner(Runner):
             model = self._quantize(model)
             self.quantized = True
         self._model = model
+        self.output_names = [out.get_any_name() if out.get_names() else ''
+                             for out in model.outputs]
         self._properties = self._compile_properties()
         if self.labels is None:
             self.labels = labels_from_rt_info(model)

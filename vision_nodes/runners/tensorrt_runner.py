@@ -189,6 +189,7 @@ class TensorRTRunner(Runner):
             raise self._fail(f'the engine has {len(inputs)} inputs and {len(self._outputs)} '
                              'outputs; this runner serves one image input')
         self._input, self._input_dtype = inputs[0]
+        self.output_names = [name for name, _ in self._outputs]
         dims = [int(d) for d in engine.get_tensor_shape(self._input)]
         self.dynamic_shapes = len(dims) == 4 and dims[2] == -1 and dims[3] == -1
         self._stream = cuda.stream_create(self._rt)
