@@ -21,7 +21,7 @@ import numpy as np
 from ..manifest import ManifestError
 from .detect import DetectionParams, DetectionTask, decode_anchors
 from .instances import SegmentResult
-from .preprocess import LetterboxMeta, prepare
+from .preprocess import LetterboxMeta, prepare, prepare_u8
 
 #: OpenCV resizes at most this many channels in one call.
 _RESIZE_CHANNELS = 128
@@ -107,7 +107,8 @@ class SegmentationTask(DetectionTask):
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, NetworkMeta]:
         """Turn a decoded image into (NCHW float32 tensor of ``shape``, postprocess metadata)."""
         shape = tuple(shape or self.manifest.input_size)
-        tensor, meta = prepare(image, encoding, shape, self.manifest.preprocessing)
+        prepared = prepare_u8 if self.u8_input else prepare  # u8: see DetectionTask
+        tensor, meta = prepared(image, encoding, shape, self.manifest.preprocessing)
         return tensor, NetworkMeta(meta, (int(shape[0]), int(shape[1])))
 
     def check_model(self, output_shapes: Sequence[tuple[int, ...]] | None,
