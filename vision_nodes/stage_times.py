@@ -18,8 +18,10 @@ The stages, in the order a frame meets them (:data:`STAGES`):
 * ``handoff``     - the callback → the inference thread starts on the frame;
 * ``convert``     - message → image array (a view, a camera-encoding conversion, a decode);
 * ``preprocess``, ``inference``, ``postprocess`` - the model's task and runner;
-* ``message``     - results → the message (or its serialised bytes);
-* ``publish``     - ``Publisher.publish`` (with outputs that build as they publish, the build).
+* ``message``     - results → the detections message's bytes (tracking included, when on);
+* ``publish``     - ``Publisher.publish``, and what the outputs publish after it (masks,
+                    keypoints, 3D, the annotated image; with outputs that build as they
+                    publish, the build).
 """
 
 from __future__ import annotations
