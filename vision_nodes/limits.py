@@ -72,6 +72,9 @@ MAX_PARAMS_FILE_BYTES = 1 << 20
 MAX_TENSORRT_WORKSPACE_BYTES = 4 << 30
 #: Largest TensorRT timing cache read back from the engine cache folder (bytes).
 MAX_TENSORRT_TIMING_CACHE_BYTES = 64 << 20
+#: PyTorch on a GPU: most CUDA graphs kept per model (one input shape at a time, one graph
+#: per kind of input at it: the u8 image and the float tensor).
+MAX_CUDA_GRAPHS = 4
 #: Largest tracker configuration YAML (``tracker_config``), in bytes.
 MAX_TRACKER_CONFIG_BYTES = 64 << 10
 #: Frames whose stage durations the node keeps for its stage medians (diagnostics).

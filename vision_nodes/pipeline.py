@@ -142,13 +142,16 @@ def _model(manifest: ModelManifest, runner: Runner, task: Task) -> LoadedModel:
             raise
     if runner.supports_u8_input and getattr(task, 'supports_u8_input', False):
         runner.takes_u8 = task.u8_input = True  # the pre-processing runs in the runtime
+    if runner.supports_device_outputs and getattr(task, 'decodes_device_outputs', False):
+        runner.device_outputs = True  # decode and NMS where the outputs are
     return LoadedModel(manifest, runner, task, labels)
 
 
 def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_dir: str = '',
                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
                    execution_provider: str = '', calibration_dir: str = '',
-                   torch_compile: bool = True, log: Log = _no_log) -> LoadedModel:
+                   torch_compile: bool = True, device_io: bool = True,
+                   cuda_graphs: bool = True, log: Log = _no_log) -> LoadedModel:
     """Create the task, resolve the weights, create and load the runner (one model).
 
     The same path as :func:`build_pipelines` (``auto`` included), for one model.
@@ -156,13 +159,15 @@ def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_d
     return build_pipelines(
         [manifest], backend, model_dir=model_dir, cache_dir=cache_dir, device=device,
         precision=precision, execution_provider=execution_provider,
-        calibration_dir=calibration_dir, torch_compile=torch_compile, log=log).models[0]
+        calibration_dir=calibration_dir, torch_compile=torch_compile, device_io=device_io,
+        cuda_graphs=cuda_graphs, log=log).models[0]
 
 
 def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection, *,
                     model_dir: str = '', cache_dir: str | Path = '', device: str = '',
                     precision: str = 'fp32', execution_provider: str = '',
                     calibration_dir: str = '', torch_compile: bool = True,
+                    device_io: bool = True, cuda_graphs: bool = True,
                     log: Log = _no_log) -> Pipeline:
     """Load every model on one backend: the candidates of :func:`~.runners.registry.select`.
 
@@ -176,7 +181,8 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection
         raise ValueError('no model to load')
     tasks = [create_task(m) for m in manifests]
     options = dict(device=device, precision=precision, execution_provider=execution_provider,
-                   calibration_dir=calibration_dir, torch_compile=torch_compile, log=log)
+                   calibration_dir=calibration_dir, torch_compile=torch_compile,
+                   device_io=device_io, cuda_graphs=cuda_graphs, log=log)
     selection = backend if isinstance(backend, Selection) else select(manifests, backend, log)
     backend = selection.requested
     failures = []

@@ -80,7 +80,7 @@ class VisionNode(LifecycleNode):
             manifests, backend, model_dir=p('model_dir'), cache_dir=p('engine_cache_dir'),
             device=p('device'), precision=p('precision'),
             execution_provider=p('execution_provider'), calibration_dir=p('calibration_dir'),
-            torch_compile=p('use_torch_compile'),
+            torch_compile=p('use_torch_compile'), cuda_graphs=p('use_cuda_graphs'),
             log=lambda line: self.get_logger().info(clip(line, 2000)))
         policy.declare_models(manifests)
         policy.require_valid()

@@ -99,6 +99,9 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('use_torch_compile', True,
               'On cuda/rocm, run non-Ultralytics PyTorch models through torch.compile, '
               'compiled and warmed up at configure (falls back to eager on failure).'),
+    ParamSpec('use_cuda_graphs', True,
+              'On cuda/rocm, replay eager PyTorch models as CUDA graphs, captured per input '
+              'shape (falls back to eager, with a warning, when a model cannot be captured).'),
     ParamSpec('image_transport', 'raw',
               'raw subscribes image (sensor_msgs/Image); compressed subscribes '
               'image/compressed (sensor_msgs/CompressedImage, JPEG or PNG).',

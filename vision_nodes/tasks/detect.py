@@ -96,7 +96,15 @@ def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
 
 def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None = None
            ) -> Detections:
-    """Decode one YOLOv8-style output ``(1, 4 + nc, A)`` into boxes in network pixels."""
+    """Decode one YOLOv8-style output ``(1, 4 + nc, A)`` into boxes in network pixels.
+
+    An output that stays on a device and offers ``decode_detections`` (PyTorch on a GPU:
+    ``runners/torch_device.py``) is decoded there with the same steps and constants.
+    """
+    on_device = getattr(output, 'decode_detections', None)
+    if on_device is not None and num_classes is None:
+        return Detections(*on_device(params.confidence, params.iou, params.max_detections,
+                                     MAX_NMS_CANDIDATES, _CLASS_OFFSET))
     return decode_anchors(output, params, num_classes)[0]
 
 
@@ -191,8 +199,10 @@ class DetectionTask:
         return defaults
 
     #: ``preprocess`` can hand the letterboxed u8 image (``prepare_u8``) to a runner that
-    #: embeds the pre-processing; the pipeline sets ``u8_input`` when the runner does.
+    #: converts it itself; the pipeline sets ``u8_input`` when the runner does.
     supports_u8_input: ClassVar[bool] = True
+    #: ``decode`` takes outputs that stay on the device (see ``decode``).
+    decodes_device_outputs: ClassVar[bool] = True
 
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest

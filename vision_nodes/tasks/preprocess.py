@@ -179,9 +179,9 @@ def prepare_u8(image: np.ndarray, encoding: str, size: tuple[int, int],
                prep: Preprocessing) -> tuple[np.ndarray, LetterboxMeta]:
     """Image array → (letterboxed u8 (1, H, W, 3) image in ``U8_INPUT_ORDER``, metadata).
 
-    What a model with its pre-processing embedded takes: :func:`prepare`'s geometry and pad,
-    without the float conversion (the runtime does it). A resized bgr image that fills the
-    input is handed as it is, without a copy.
+    For a runtime that converts the image itself (on its device, or inside its graph):
+    :func:`prepare`'s geometry, resize and pad, without the float conversion. A resized image
+    already in that order that fills the input is handed as it is, without a copy.
     """
     channels = channel_map(encoding, U8_INPUT_ORDER)
     if image.dtype != np.uint8:
@@ -193,14 +193,14 @@ def prepare_u8(image: np.ndarray, encoding: str, size: tuple[int, int],
     if resized.ndim == 2:
         resized = resized[:, :, None]
     fills = (place.width, place.height) == (size[1], size[0])
-    if fills and resized is not image and channels == (0, 1, 2) and resized.shape[2] == 3 \
-            and resized.flags.c_contiguous:
+    in_order = channels == (0, 1, 2) and resized.shape[2] == 3
+    if fills and in_order and resized is not image and resized.flags.c_contiguous:
         return resized[None], meta
     out = np.empty((1, size[0], size[1], 3), dtype=np.uint8)
     if not fills:
         out.fill(prep.pad_value)
     region = out[0, place.top:place.top + place.height, place.left:place.left + place.width]
-    if channels == (0, 1, 2) and resized.shape[2] == 3:
+    if in_order:
         region[...] = resized
     else:
         for dst, src in enumerate(channels):
