@@ -94,8 +94,6 @@ class Runner(ABC):
         #: Names of the outputs, in ``infer``'s order, where the runtime names them (None for
         #: PyTorch modules): tasks with several outputs check them at configure.
         self.output_names: list[str] | None = None
-        #: Frames come as the u8 image (see ``supports_u8_input``).
-        self.takes_u8 = False
         self._loaded = False
 
     @classmethod
