@@ -87,6 +87,9 @@ class Runner(ABC):
         #: Shapes of the outputs of the warm-up run at ``input_size``, for the task to check
         #: that the model is what the manifest says (see ``DetectionTask.check_model``).
         self.output_shapes: list[tuple[int, ...]] | None = None
+        #: Most frames one ``infer`` call takes (the first tensor dimension); set by ``_load``
+        #: up to the manifest's ``max_batch`` where the loaded model has a free batch axis.
+        self.max_batch = 1
         #: Frames come as the u8 image (see ``supports_u8_input``).
         self.takes_u8 = False
         #: ``infer`` returns device outputs (see ``supports_device_outputs``).
@@ -178,6 +181,10 @@ class Runner(ABC):
         """Return the loaded model's input shape, None for a free dimension; None if unknown."""
         return None
 
+    def batch_limit(self, free_batch_axis: bool) -> int:
+        """Most frames per run: the manifest's ``max_batch`` if the model's batch axis is free."""
+        return max(1, int(self.config.manifest.max_batch)) if free_batch_axis else 1
+
     def check_input_shape(self, shape: tuple[int | None, ...] | None) -> None:
         """Raise RunnerError unless a model input of ``shape`` takes the manifest's tensors.
 
@@ -223,6 +230,7 @@ class Runner(ABC):
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
         """Run the network on a contiguous NCHW float32 tensor; return its raw outputs.
 
+        N is 1, or up to :attr:`max_batch` frames of one shape; output i belongs to frame i.
         With ``takes_u8`` the input may be the u8 image instead; with ``device_outputs`` the
         outputs may be array-likes that stay on the device: ``np.asarray`` copies one back,
         and a detection output offers ``decode_detections`` (decode and NMS there, only the

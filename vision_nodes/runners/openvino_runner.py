@@ -179,6 +179,8 @@ class OpenVinoRunner(Runner):
         shape = model.inputs[0].get_partial_shape()
         self.dynamic_shapes = shape.rank.is_static and len(shape) == 4 and \
             shape[2].is_dynamic and shape[3].is_dynamic
+        self.max_batch = self.batch_limit(shape.rank.is_static and len(shape) == 4
+                                          and shape[0].is_dynamic)
         if cfg.precision == 'int8' and not self.quantized:
             model = self._quantize(model)
             self.quantized = True
@@ -294,9 +296,14 @@ class OpenVinoRunner(Runner):
             raise RunnerError(f'this model only takes input shape '
                               f'{tuple(self.config.manifest.input_size)}, not {tuple(shape)}')
         model = (self._u8_model() if u8 else self._model).clone()
-        if self.dynamic_shapes:
-            size = [int(shape[0]), int(shape[1])]
-            model.reshape({model.inputs[0]: [1, *size, 3] if u8 else [1, 3, *size]})
+        if self.dynamic_shapes or self.max_batch > 1:
+            import openvino as ov
+
+            batch = ov.Dimension(1, self.max_batch) if self.max_batch > 1 else 1
+            size = shape if self.dynamic_shapes else self.config.manifest.input_size
+            dims = [int(size[0]), int(size[1])]
+            model.reshape({model.inputs[0]: ov.PartialShape(
+                [batch, *dims, 3] if u8 else [batch, 3, *dims])})
         try:
             compiled = _core().compile_model(model, self._device.name, self._properties)
         except RuntimeError as exc:
@@ -318,7 +325,7 @@ class OpenVinoRunner(Runner):
                        else np.zeros((1, 3) + shape, dtype=np.float32)})
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
-        """Run a (1, 3, H, W) float32 tensor, or a (1, H, W, 3) u8 bgr image (``takes_u8``)."""
+        """Run (N, 3, H, W) float32 tensors, or (N, H, W, 3) u8 bgr images (``takes_u8``)."""
         u8 = tensor.dtype == np.uint8
         size = tensor.shape[1:3] if u8 else tensor.shape[2:4]
         request = self._compiled_for((int(size[0]), int(size[1])), u8)

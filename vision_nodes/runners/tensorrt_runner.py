@@ -192,6 +192,9 @@ class TensorRTRunner(Runner):
         self.output_names = [name for name, _ in self._outputs]
         dims = [int(d) for d in engine.get_tensor_shape(self._input)]
         self.dynamic_shapes = len(dims) == 4 and dims[2] == -1 and dims[3] == -1
+        if len(dims) == 4 and dims[0] == -1:  # the profile's largest batch
+            top = int(engine.get_tensor_profile_shape(self._input, 0)[2][0])
+            self.max_batch = max(1, min(top, self.batch_limit(True)))
         self._stream = cuda.stream_create(self._rt)
         height, width = self.config.manifest.input_size
         self._set_shape((1, 3, height, width))
@@ -241,6 +244,8 @@ class TensorRTRunner(Runner):
             raise RunnerError('runner is not loaded')
         if tuple(tensor.shape) != self._shape:
             self.prepare_shape(tuple(tensor.shape[2:]))
+            if tensor.shape[0] != 1:
+                self._set_shape(tuple(int(d) for d in tensor.shape))
         rt, stream = self._rt, self._stream
         # The pinned input buffer takes the values (any strides, any float dtype) in one copy.
         host = self._buffers.host(self._input, self._shape, self._input_dtype)

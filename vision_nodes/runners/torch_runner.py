@@ -138,6 +138,7 @@ class TorchRunner(Runner):
         # The eager module takes any input shape (rect inference, as in Ultralytics' predict);
         # a compiled one is specialised to its input size.
         self.dynamic_shapes = not self.compiled
+        self.max_batch = self.batch_limit(not self.compiled)
         self._input = DeviceInput(self._device, self._dtype, cfg.manifest.preprocessing)
         if cfg.cuda_graphs and not self.compiled \
                 and self._device.type in self.graph_device_types:
