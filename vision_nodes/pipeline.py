@@ -21,6 +21,7 @@ from .manifest import ModelManifest
 from .parallel import map_frames
 from .runners.base import Runner, RunnerConfig, RunnerError
 from .runners.registry import Selection, create_runner, select
+from .stage_times import mark
 from .tasks import Task, create_task
 from .tasks.preprocess import rect_shape
 from .text import clip
@@ -66,8 +67,12 @@ class LoadedModel:
         """Run one decoded image array through the model; results are in source terms."""
         shape = self._prepare(image)
         tensor, meta = self.task.preprocess(image, encoding, shape)
+        mark('preprocess')
         outputs = self.runner.infer(tensor)
-        return self.task.postprocess(outputs, meta, params)
+        mark('inference')
+        result = self.task.postprocess(outputs, meta, params)
+        mark('postprocess')
+        return result
 
     def _prepare(self, image: np.ndarray) -> tuple[int, int]:
         shape = self.input_shape(image.shape[:2])

@@ -44,8 +44,13 @@ def _values(node, *names):
 
 
 def test_task_defaults_read_the_manifest_thresholds(manifests):
-    assert param_defaults(resolve_manifest(manifests['high'])) == {
+    defaults = param_defaults(resolve_manifest(manifests['high']))
+    thresholds = ('confidence_threshold', 'iou_threshold', 'max_detections')
+    assert {name: defaults[name] for name in thresholds} == {
         'confidence_threshold': 0.88, 'iou_threshold': 0.45, 'max_detections': 7}
+    assert {name: value for name, value in defaults.items() if name not in thresholds} == {
+        spec.name: spec.default for spec in task_class('detect').params
+        if spec.name not in thresholds}
     assert param_defaults(resolve_manifest('depth_anything_v2_small')) == {
         spec.name: spec.default for spec in task_class('depth').params}
 

@@ -6,6 +6,7 @@
                           │ └──────────▶ TensorRT engine      (fp32/fp16/int8, per GPU)
                           └──convert──▶ OpenVINO IR ──NNCF──▶ INT8 IR
                                                     └─────────▶ compiled blobs (GPU/NPU)
+    OpenVINO IR or INT8 IR ──PrePostProcessor──▶ u8-input IR (the pre-processing embedded)
 
 Each step is an entry of the engine cache keyed on its parent's hash and on every version
 that changes its result (:mod:`.onnx_export`, :mod:`.onnx_fp16`, :mod:`.openvino_convert`,
@@ -189,6 +190,20 @@ class ArtifactChain:
         xml, data = entry.read_verified(IR_XML), entry.read_verified(IR_BIN)
         return OpenVinoIr(xml, data, entry.file(IR_XML), 'int8-ir', hit, parent.labels,
                           _ir_sha256(xml, data))
+
+    def openvino_u8_input(self, manifest: ModelManifest, parent: OpenVinoIr,
+                          read_parent: Callable[[], Any]) -> OpenVinoIr:
+        """Return ``parent`` taking the u8 NHWC image, its pre-processing embedded (cached).
+
+        ``read_parent()`` returns the parent as an ``openvino.Model`` (called on a miss).
+        """
+        from .openvino_convert import IR_BIN, IR_XML
+        from .openvino_u8_input import ensure_u8_input_ir
+
+        entry = ensure_u8_input_ir(manifest, parent.sha256, read_parent, self.cache, self.log)
+        xml, data = entry.read_verified(IR_XML), entry.read_verified(IR_BIN)
+        return OpenVinoIr(xml, data, entry.file(IR_XML), f'{parent.kind}+u8', parent.hit,
+                          parent.labels, _ir_sha256(xml, data))
 
     def openvino_compile_cache(self) -> Path:
         """Return the folder for OpenVINO's compiled blobs (``CACHE_DIR``), created if needed."""

@@ -118,6 +118,10 @@ class ArtifactSource(Protocol):
                       ) -> OpenVinoIr:
         """Return the INT8 IR quantized from ``parent`` (calibrated at rect shapes if ``rect``)."""
 
+    def openvino_u8_input(self, manifest: 'ModelManifest', parent: OpenVinoIr,
+                          read_parent: Callable[[], Any]) -> OpenVinoIr:
+        """Return ``parent`` taking the u8 NHWC image, its pre-processing embedded."""
+
     def openvino_compile_cache(self) -> Path:
         """Return the folder for OpenVINO's compiled blobs (``CACHE_DIR``), inside the cache."""
 

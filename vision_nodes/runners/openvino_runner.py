@@ -21,7 +21,7 @@ import numpy as np
 from ..artifacts.calibration import CalibrationError
 from ..artifacts.labels import labels_from_rt_info
 from ..artifacts.types import OpenVinoIr, artifact_source
-from ..platform.cpu import cpu_info
+from ..platform.cpu import cpu_info, int8_float_type
 from ..platform.devices import DeviceError, OpenVinoDevice, openvino_device
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
@@ -101,6 +101,7 @@ class OpenVinoRunner(Runner):
     """Runs a model with OpenVINO, converting and quantizing through the engine cache."""
 
     backends = ('openvino',)
+    supports_u8_input = True
 
     def __init__(self, config: RunnerConfig) -> None:
         super().__init__(config)
@@ -119,6 +120,9 @@ class OpenVinoRunner(Runner):
         #: The inference type each precision maps to on this device ('f32', 'bf16', 'f16').
         self.inference_type = ''
         self._ir: OpenVinoIr | None = None
+        #: The IR ``_model`` was read from; its u8-input twin (model, weights buffer), if asked.
+        self._source: OpenVinoIr | None = None
+        self._u8: tuple[Any, Any] | None = None
 
     # ------------------------------------------------------------------ class-level facts
     @classmethod
@@ -203,6 +207,7 @@ class OpenVinoRunner(Runner):
         import openvino as ov
 
         self.artifact, self.model_path, self.cache_hit = ir.kind, ir.path, ir.hit
+        self._source = ir
         buffer = np.frombuffer(ir.weights, dtype=np.uint8)
         try:
             model = _core().read_model(ir.xml, ov.Tensor(buffer))
@@ -226,10 +231,10 @@ class OpenVinoRunner(Runner):
     def _inference_type(self, family: str) -> str:
         """INFERENCE_PRECISION_HINT for one device type at this runner's precision."""
         precision = self.config.precision
-        if precision == 'fp32' or (precision == 'int8' and family == 'CPU'):
-            # An int8 model's float layers (its output tail) stay exact on CPUs: bf16 there
-            # would round box coordinates (docs/backends.md, OpenVINO settings).
+        if precision == 'fp32':
             return EXACT_TYPE
+        if precision == 'int8' and family == 'CPU':  # bf16 where native (platform/cpu.py)
+            return int8_float_type(cpu_info())
         # fp16, and the float layers of an int8 model on GPUs and NPUs.
         return fast_reduced_type(family) or EXACT_TYPE
 
@@ -267,31 +272,45 @@ class OpenVinoRunner(Runner):
         return self.inference_type
 
     # ------------------------------------------------------------------ shapes and inference
-    def _compiled_for(self, shape: tuple[int, int]) -> Any:
-        found = self._compiled.get(shape)
+    def _u8_model(self) -> Any:
+        """Return the model with the pre-processing embedded (artifacts/openvino_u8_input.py)."""
+        if self._u8 is None:
+            import openvino as ov
+
+            cfg, fp = self.config, self._model
+            ir = artifact_source(cfg.cache, cfg.artifacts, cfg.log).openvino_u8_input(
+                cfg.manifest, self._source, lambda: fp)
+            buffer = np.frombuffer(ir.weights, dtype=np.uint8)
+            self._u8 = (_core().read_model(ir.xml, ov.Tensor(buffer)), buffer)
+        return self._u8[0]
+
+    def _compiled_for(self, shape: tuple[int, int], u8: bool = False) -> Any:
+        key = (*shape, 'u8') if u8 else shape
+        found = self._compiled.get(key)
         if found is not None:
-            self._compiled.move_to_end(shape)
+            self._compiled.move_to_end(key)
             return found[1]
         if self._model is None:
             raise RunnerError('runner is not loaded')
         if tuple(shape) != tuple(self.config.manifest.input_size) and not self.dynamic_shapes:
             raise RunnerError(f'this model only takes input shape '
                               f'{tuple(self.config.manifest.input_size)}, not {tuple(shape)}')
-        model = self._model.clone()
+        model = (self._u8_model() if u8 else self._model).clone()
         if self.dynamic_shapes or self.max_batch > 1:
             import openvino as ov
 
             batch = ov.Dimension(1, self.max_batch) if self.max_batch > 1 else 1
             size = shape if self.dynamic_shapes else self.config.manifest.input_size
+            dims = [int(size[0]), int(size[1])]
             model.reshape({model.inputs[0]: ov.PartialShape(
-                [batch, 3, int(size[0]), int(size[1])])})
+                [batch, *dims, 3] if u8 else [batch, 3, *dims])})
         try:
             compiled = _core().compile_model(model, self._device.name, self._properties)
         except RuntimeError as exc:
             raise RunnerError(f'OpenVINO cannot compile the model for {self._device.name}: '
                               f'{clip(str(exc), 400)}') from exc
         request = compiled.create_infer_request()
-        self._compiled[shape] = (compiled, request)
+        self._compiled[key] = (compiled, request)
         while len(self._compiled) > MAX_COMPILED_SHAPES:
             self._compiled.popitem(last=False)
         return request
@@ -299,18 +318,23 @@ class OpenVinoRunner(Runner):
     def prepare_shape(self, shape: tuple[int, int]) -> None:
         """Compile (and warm up) the model for ``shape`` now, so no frame waits for it."""
         shape = (int(shape[0]), int(shape[1]))
-        if shape in self._compiled:
+        if ((*shape, 'u8') if self.takes_u8 else shape) in self._compiled:
             return
-        request = self._compiled_for(shape)
-        request.infer({0: np.zeros((1, 3) + shape, dtype=np.float32)})
+        request = self._compiled_for(shape, self.takes_u8)
+        request.infer({0: np.zeros((1, *shape, 3), np.uint8) if self.takes_u8
+                       else np.zeros((1, 3) + shape, dtype=np.float32)})
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
-        request = self._compiled_for((int(tensor.shape[2]), int(tensor.shape[3])))
+        """Run (N, 3, H, W) float32 tensors, or (N, H, W, 3) u8 bgr images (``takes_u8``)."""
+        u8 = tensor.dtype == np.uint8
+        size = tensor.shape[1:3] if u8 else tensor.shape[2:4]
+        request = self._compiled_for((int(size[0]), int(size[1])), u8)
         result = request.infer({0: tensor}, share_inputs=True, share_outputs=False)
         return list(result.to_tuple())
 
     def _unload(self) -> None:
         self._compiled.clear()
+        self._u8 = None
         self._model = None
         self._weights_buffer = None
 
@@ -326,7 +350,9 @@ class OpenVinoRunner(Runner):
         info['device'] = self._device.name
         info['artifact'] = self.artifact
         info['inference_type'] = self._precision_words()
-        info['shapes'] = [list(s) for s in self._compiled]
+        info['shapes'] = [list(s[:2]) for s in self._compiled]
+        info['input'] = 'u8 NHWC bgr, pre-processing in the model' if self.takes_u8 \
+            else 'float32 NCHW'
         if self._compiled:
             compiled = next(reversed(self._compiled.values()))[0]
             info['execution_devices'] = list(_safe(compiled.get_property,
