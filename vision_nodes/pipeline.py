@@ -8,18 +8,19 @@ through here, so there is one code path from image to results.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .artifacts.cache import ArtifactCache, default_cache_dir
-from .artifacts.calibration import Preprocessor
+from .artifacts.cache import ArtifactCache, CacheError, default_cache_dir
+from .artifacts.calibration import CalibrationError, Preprocessor
 from .artifacts.chain import ArtifactChain
 from .manifest import ModelManifest
+from .platform.cuda import CudaError
 from .runners.base import Runner, RunnerConfig, RunnerError
-from .runners.registry import Selection, create_runner, select
+from .runners.registry import Selection, artifact_request, resolve, runner_class, select
 from .tasks import Task, create_task
 from .tasks.preprocess import rect_shape
 from .text import clip
@@ -108,8 +109,37 @@ def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.nd
 
 
 def artifact_chain(cache: ArtifactCache, log: Log = _no_log) -> ArtifactChain:
-    """Return the chain runners get their artifacts from, with the tasks' preprocessing."""
+    """Return the chain that builds runners' artifacts, with the tasks' preprocessing."""
     return ArtifactChain(cache, log, preprocessor_for=calibration_preprocessor)
+
+
+def _artifact(config: RunnerConfig, chain: ArtifactChain | None) -> Any:
+    """Ask the artifact chain for what the runner of the resolved ``config`` loads."""
+    chain = chain or artifact_chain(config.cache, config.log)
+    try:
+        return chain.artifact(artifact_request(config))
+    except CalibrationError as exc:
+        raise RunnerError(str(exc)) from exc
+    except (CacheError, CudaError) as exc:  # EngineBuildError is a CacheError
+        if config.backend == 'tensorrt':
+            raise RunnerError(f"backend 'tensorrt': {exc}") from exc
+        raise
+
+
+def create_runner(config: RunnerConfig, log: Log = _no_log,
+                  chain: ArtifactChain | None = None) -> Runner:
+    """Create and load the runner of the named backend ``config.backend``.
+
+    Everything is decided first (:func:`~.runners.registry.resolve`: backend, device,
+    precision, device facts), then the artifact chain (``chain``, by default one over
+    ``config.cache`` with the tasks' calibration preprocessing) gives the finished artifact,
+    and the runner only loads it. ``auto`` is decided by :func:`~.runners.registry.select` before
+    (:func:`build_pipelines` loads its candidates in order), so it is refused here.
+    """
+    config = resolve(config, log)
+    runner = runner_class(config.backend)(replace(config, artifact=_artifact(config, chain)))
+    runner.load()
+    return runner
 
 
 def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: str | Path,
@@ -117,10 +147,8 @@ def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: st
     if not options.get('calibration_dir') and manifest.calibration_dir:
         options['calibration_dir'] = str(manifest.resolve_path(manifest.calibration_dir,
                                                                model_dir or None))
-    cache = ArtifactCache(cache_dir or default_cache_dir())
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(model_dir or None),
-                        backend=backend, cache=cache,
-                        artifacts=artifact_chain(cache, options.get('log', _no_log)),
+                        backend=backend, cache=ArtifactCache(cache_dir or default_cache_dir()),
                         **options)
 
 

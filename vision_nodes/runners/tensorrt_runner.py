@@ -1,15 +1,14 @@
-"""TensorRT runner (backend ``tensorrt``): an engine built from the model's ONNX, on one GPU.
+"""TensorRT runner (backend ``tensorrt``): loads the engine it is handed and runs it, on one GPU.
 
-The engine comes from the artifact chain (``RunnerConfig.artifacts``: built from the model's
-ONNX with the TensorRT Python API and cached, int8 calibrated there), and is loaded from the
-verified bytes of its cache entry; this runner only loads and runs it.
+The GPU is decided before the runner exists (its facts in ``RunnerConfig.device_facts``) and
+the engine is the artifact chain's (``RunnerConfig.artifact``: built from the model's ONNX and
+cached, int8 calibrated there); the runner reads the verified bytes of its cache entry.
 Inference runs on device buffers allocated once at load for the largest input shape, on one
 CUDA stream, with page-locked (pinned) host buffers on the other side of each copy, so the
 copies are asynchronous DMA transfers; device memory, pinned memory and streams come from
-cuda-python (see :mod:`..platform.cuda` for why not PyTorch). Rect inference: a
-letterboxed model whose ONNX has dynamic height and width gets an engine with an
-optimisation profile over every stride multiple up to its input_size, and
-:meth:`prepare_shape` sets the execution context's input shape.
+cuda-python (see :mod:`..platform.cuda` for why not PyTorch). Rect inference: an engine built
+with an optimisation profile over every stride multiple up to input_size takes the shape
+:meth:`prepare_shape` sets.
 
 Written against the tensor-name API of TensorRT 10.x and 11.x (``num_io_tensors``,
 ``get_tensor_name``, ``set_input_shape``, ``set_tensor_address``, ``execute_async_v3``);
@@ -19,7 +18,6 @@ latest 10.x and 11.x (``test/data/tensorrt_api.json``).
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
 from pathlib import Path
@@ -30,40 +28,15 @@ import numpy as np
 
 from ..artifacts.cache import CacheError
 from ..artifacts.tensorrt_log import log_route, tensorrt_logger
-from ..artifacts.types import artifact_source, engine_file_name
+from ..artifacts.types import EngineArtifact
 from ..platform import cuda
 from ..text import clip
+from . import tensorrt_plan
 from .base import Runner, RunnerConfig, RunnerError
 from .tensorrt_buffers import TensorBuffers
 
-#: Oldest TensorRT major version whose Python API this runner uses.
-MIN_TENSORRT_MAJOR = 10
 #: GPU facts: cuda-python first, so a TensorRT process does not import PyTorch for them.
-_FACTS = ('cuda-python', 'torch')
-
-
-def _import_tensorrt() -> ModuleType:
-    return importlib.import_module('tensorrt')
-
-
-def _tensorrt_reason() -> str | None:
-    try:
-        trt = _import_tensorrt()
-    except ImportError:
-        return ("TensorRT is not installed (pip install 'vision_nodes[cuda12]' or "
-                "'vision_nodes[cuda13]' to match the driver's CUDA; on a Jetson, JetPack's "
-                'python3-libnvinfer)')
-    except Exception as exc:  # noqa: BLE001 - e.g. OSError for a missing libnvinfer
-        return f'TensorRT cannot be imported: {clip(exc)}'
-    version = str(getattr(trt, '__version__', '0'))
-    try:
-        major = int(version.split('.')[0])
-    except ValueError:
-        major = 0
-    if major < MIN_TENSORRT_MAJOR:
-        return (f'TensorRT {clip(version)} is too old: this runner needs TensorRT '
-                f'{MIN_TENSORRT_MAJOR} or newer')
-    return None
+_FACTS = tensorrt_plan.FACTS
 
 
 class TensorRTRunner(Runner):
@@ -86,76 +59,32 @@ class TensorRTRunner(Runner):
         self._buffers = TensorBuffers(None)
         self._shape: tuple[int, ...] | None = None
         self._output_shapes: dict[str, tuple[int, ...]] = {}
-        self._device = 0
         self._thread: int | None = None  # the thread the GPU was last made current on
-        self.gpu: cuda.GpuInfo | None = None
+        #: The GPU's facts, decided by the registry before the runner exists.
+        self.gpu: cuda.GpuInfo | None = config.device_facts
+        self._device = self.gpu.index if self.gpu is not None else 0
         self.engine_path: Path | None = None
-
-    # -- availability and precision ---------------------------------------------------------
 
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
-        reason = _tensorrt_reason()
-        if reason:
-            return reason
-        try:
-            cuda.cuda_runtime()
-        except ImportError:
-            return ("cuda-python is not installed (pip install 'cuda-python<13' for CUDA 12, "
-                    "'cuda-python>=13,<14' for CUDA 13; the cuda12, cuda13 and jetson extras "
-                    'pin it): the TensorRT runner uses it for device memory and streams')
-        return cuda.gpu_unavailable_reason(0, _FACTS)
-
-    @classmethod
-    def device_kinds(cls, config: RunnerConfig) -> tuple[str, ...]:
-        """Take a GPU by index (default: the first)."""
-        return ('default', 'gpu')
-
-    @classmethod
-    def auto_precision(cls, config: RunnerConfig) -> str:
-        """fp16 on GPUs with tensor cores (compute capability 7.0 or newer), else fp32."""
-        try:
-            info = cuda.gpu_info(cls.check_device(config).gpu_index, _FACTS)
-        except (cuda.CudaError, RunnerError):
-            info = None
-        return 'fp16' if info is not None and info.compute_capability >= (7, 0) else 'fp32'
-
-    # -- loading ----------------------------------------------------------------------------
+        return tensorrt_plan.unavailable_reason()
 
     def _fail(self, message: str) -> RunnerError:
         return RunnerError(f"backend 'tensorrt': {message}")
 
-    def _select_gpu(self) -> cuda.GpuInfo:
-        self._device = self.check_device(self.config).gpu_index
-        reason = cuda.gpu_unavailable_reason(self._device, _FACTS)
-        if reason:
-            raise self._fail(reason)
-        info = cuda.gpu_info(self._device, _FACTS)
-        if info is None:
-            raise self._fail(f'cannot read the facts of GPU {self._device}')
-        cuda.set_device(self._rt, self._device)
-        self._thread = threading.get_ident()
-        return info
-
     def _load(self) -> None:
-        reason = self.unavailable_reason('tensorrt')
-        if reason:
-            raise self._fail(reason)
-        cfg = self.config
-        self._trt = trt = _import_tensorrt()
+        cfg, engine = self.config, self.config.artifact
+        if self.gpu is None or not isinstance(engine, EngineArtifact):
+            raise self._fail('the runner loads a planned engine: create it through '
+                             'vision_nodes.pipeline.create_runner')
+        self._trt = trt = tensorrt_plan.import_tensorrt()
         self._rt = cuda.cuda_runtime()
         self._buffers = TensorBuffers(self._rt)
-        if cfg.precision not in ('fp32', 'fp16', 'int8'):
-            raise self._fail(f"precision '{cfg.precision}' is not one of fp32, fp16, int8")
         try:
-            self.gpu = self._select_gpu()
-            entry = artifact_source(cfg.cache, cfg.artifacts, cfg.log).tensorrt_engine(
-                cfg.manifest, cfg.weights, cfg.precision, cfg.calibration_dir, trt=trt,
-                rt=self._rt, gpu=self.gpu)
-            self.cache_hit = entry.hit
-            self.engine_path = entry.file(engine_file_name(cfg.manifest.name, cfg.precision))
-            data = entry.read_verified(self.engine_path.name)
-            self.labels = json.loads(entry.read_verified('build.json')).get('labels')
+            self._use_device()
+            self.cache_hit, self.engine_path = engine.entry.hit, engine.path
+            data = engine.entry.read_verified(engine.name)
+            self.labels = json.loads(engine.entry.read_verified('build.json')).get('labels')
             self._logger = tensorrt_logger(trt)
             with log_route(cfg.log):
                 self._runtime = trt.Runtime(self._logger)
@@ -167,7 +96,7 @@ class TensorRTRunner(Runner):
             if self._context is None:
                 raise self._fail('TensorRT cannot create an execution context (GPU memory?)')
             self._bind_tensors(trt)
-        except (cuda.CudaError, CacheError) as exc:  # EngineBuildError is a CacheError
+        except (cuda.CudaError, CacheError) as exc:
             self._release()
             raise self._fail(str(exc)) from exc
         except BaseException:
