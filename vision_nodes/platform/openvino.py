@@ -1,8 +1,10 @@
-"""Facts about this machine's OpenVINO devices: what exists and which reduced types run fast.
+"""Facts OpenVINO reports: its devices, which reduced types run fast, what a model holds.
 
-One ``openvino.Core`` serves the process (it loads device plugins lazily). The facts decide,
-before any runner exists, what ``precision`` and ``device`` mean on the ``openvino`` backend
-(:mod:`vision_nodes.runners.openvino_plan`); the runner reads the same core to load and run.
+One ``openvino.Core`` serves the process (it loads device plugins lazily). The device facts
+decide, before any runner exists, what ``precision`` and ``device`` mean on the ``openvino``
+backend (:mod:`vision_nodes.runners.openvino_plan`); the artifact chain reads a model's facts
+(quantized, dynamic shape) to decide on int8, and the runner reads models and compiles them
+with the same core.
 """
 
 from __future__ import annotations
@@ -99,3 +101,29 @@ def dynamic_hw(model: Any) -> bool:
     shape = model.inputs[0].get_partial_shape()
     return bool(shape.rank.is_static and len(shape) == 4 and shape[2].is_dynamic
                 and shape[3].is_dynamic)
+
+
+def compiled_facts(compiled: Any) -> dict[str, Any]:
+    """Return where and how a compiled model runs: devices, streams, threads, pinning."""
+    info: dict[str, Any] = {'execution_devices': list(
+        safe(compiled.get_property, 'EXECUTION_DEVICES') or [])}
+    for key in ('NUM_STREAMS', 'INFERENCE_NUM_THREADS'):
+        value = safe(compiled.get_property, key)
+        if value is not None:
+            info[key.lower()] = int(value)
+    pinning = safe(compiled.get_property, 'ENABLE_CPU_PINNING')
+    if pinning is not None:
+        info['cpu_pinning'] = bool(pinning)
+    return info
+
+
+def gpu_memory() -> dict[str, int]:
+    """Return the GPU's total and used memory, where OpenVINO reports them."""
+    info = {}
+    total = safe(core().get_property, 'GPU', 'GPU_DEVICE_TOTAL_MEM_SIZE')
+    stats = safe(core().get_property, 'GPU', 'GPU_MEMORY_STATISTICS')
+    if total is not None:
+        info['memory_total'] = int(total)
+    if isinstance(stats, dict):
+        info['memory_used'] = int(sum(stats.values()))
+    return info

@@ -139,37 +139,11 @@ class OpenVinoRunner(Runner):
                     inference_type=self._precision_words(),
                     shapes=[list(s) for s in self._compiled])
         if self._compiled:
-            info.update(_compiled_facts(next(reversed(self._compiled.values()))[0]))
+            info.update(facts.compiled_facts(next(reversed(self._compiled.values()))[0]))
         info['device_name'] = ', '.join(str(facts.full_name(f)) for f in self.plan.families)
         for family in self.plan.families:
             if family == 'CPU':
                 info.update(cpu_info().describe())
             if family == 'GPU':
-                info.update(_gpu_memory())
+                info.update(facts.gpu_memory())
         return info
-
-
-def _compiled_facts(compiled: Any) -> dict[str, Any]:
-    """Where and how a compiled model runs: devices, streams, threads, pinning."""
-    info: dict[str, Any] = {'execution_devices': list(
-        facts.safe(compiled.get_property, 'EXECUTION_DEVICES') or [])}
-    for key in ('NUM_STREAMS', 'INFERENCE_NUM_THREADS'):
-        value = facts.safe(compiled.get_property, key)
-        if value is not None:
-            info[key.lower()] = int(value)
-    pinning = facts.safe(compiled.get_property, 'ENABLE_CPU_PINNING')
-    if pinning is not None:
-        info['cpu_pinning'] = bool(pinning)
-    return info
-
-
-def _gpu_memory() -> dict[str, int]:
-    """Return the GPU's total and used memory, where OpenVINO reports them."""
-    info = {}
-    total = facts.safe(facts.core().get_property, 'GPU', 'GPU_DEVICE_TOTAL_MEM_SIZE')
-    stats = facts.safe(facts.core().get_property, 'GPU', 'GPU_MEMORY_STATISTICS')
-    if total is not None:
-        info['memory_total'] = int(total)
-    if isinstance(stats, dict):
-        info['memory_used'] = int(sum(stats.values()))
-    return info

@@ -45,7 +45,7 @@ from vision_nodes.pipeline import (LoadedModel, build_pipeline, create_runner,
                                    build_pipelines, calibration_preprocessor)
 from vision_nodes.platform import cuda
 from vision_nodes.runners.base import RunnerConfig, RunnerError
-from vision_nodes.runners import tensorrt_plan, tensorrt_runner
+from vision_nodes.runners import tensorrt_io, tensorrt_plan, tensorrt_runner
 from vision_nodes.runners.tensorrt_runner import TensorRTRunner
 from vision_nodes.tasks import create_task
 from vision_nodes.tasks.detect import DetectionParams
@@ -254,7 +254,7 @@ def test_build_on_miss_load_on_hit_and_release(fake_trt, fake_gpu, config, log, 
     assert fake_gpu.state.memory and fake_gpu.state.streams
     runner.unload()
     assert fake_gpu.state.memory == {} and not fake_gpu.state.streams
-    assert runner._context is None and runner._engine is None and runner._runtime is None
+    assert runner._io is None and runner._engine is None and runner._runtime is None
     with pytest.raises(RunnerError, match='not loaded'):
         runner.infer(tensor)
 
@@ -847,7 +847,7 @@ def _check_runner_names(versions: dict) -> None:
         for group in ('classes', 'enums'):
             for name, members in v[group].items():
                 nested.setdefault(name, set()).update(members)
-    for source in (tensorrt_runner, tensorrt_build):
+    for source in (tensorrt_runner, tensorrt_io, tensorrt_build):
         tree = ast.parse(Path(source.__file__).read_text())
         for node in ast.walk(tree):
             chain = _trt_chain(node)
