@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Mapping
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
+from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 from ...tasks.detect import DetectionParams, Detections
 from .detection_messages import detections_to_cdr
@@ -21,6 +22,9 @@ LATCHED = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
 
 class DetectionOutputs:
     """Publishers of one detection model: ``<ns>detections`` and ``<ns>label_info``."""
+
+    #: No ROS output switches of its own.
+    params: ClassVar[tuple[ParamSpec, ...]] = ()
 
     def __init__(self, node: Any, model: LoadedModel, namespace: str = '',
                  report_error: Callable[[str], None] = lambda text: None) -> None:
@@ -44,7 +48,7 @@ class DetectionOutputs:
         """Whether anything subscribes to the per-frame output (lazy mode asks)."""
         return self._detections.get_subscription_count() > 0
 
-    def activate(self, params: DetectionParams) -> None:
+    def activate(self, params: DetectionParams, switches: Mapping[str, Any]) -> None:
         """Send label_info for this activation."""
         self._active = True
         self._send_label_info(params)

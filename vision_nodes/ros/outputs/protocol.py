@@ -5,19 +5,25 @@ publishers (and subscriptions, e.g. a camera_info to republish) through ``node.e
 (:mod:`..endpoints`), so a remap that puts two of the node's endpoints on one topic is refused
 in one line; it reads the node's clock and logger; it reports a problem with one frame's output
 through ``report_error`` (counted and rate-limited by the frame path). It never calls the
-node back otherwise.
+node back otherwise. Its ROS output switches (e.g. depth's ``publish_camera_info``) are its
+own: it declares them in ``params`` and the node's parameter policy declares them beside the
+task's parameters; their values reach ``activate``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
 
+from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 
 
 @runtime_checkable
 class Outputs(Protocol):
     """The publishers of one model."""
+
+    #: The ROS output switches it declares (node parameters; ``()`` for none).
+    params: ClassVar[tuple[ParamSpec, ...]]
 
     @property
     def topics(self) -> list[str]:
@@ -26,8 +32,8 @@ class Outputs(Protocol):
     def wanted(self) -> bool:
         """Whether anything subscribes to a per-frame output (lazy mode asks)."""
 
-    def activate(self, params: Any) -> None:
-        """Start publishing with the task's current parameters (per-activation messages)."""
+    def activate(self, params: Any, switches: Mapping[str, Any]) -> None:
+        """Start publishing with the task's parameters and its switches' values, by name."""
 
     def deactivate(self) -> None:
         """Stop what activate started; the publishers stay."""
