@@ -21,9 +21,9 @@ from .base import Runner, RunnerConfig, RunnerError
 
 #: INFERENCE_PRECISION_HINT for fp32 on every device.
 EXACT_TYPE = 'f32'
-#: Devices whose compilation takes long enough (seconds, GPU kernels) to keep compiled blobs
-#: in OpenVINO's model cache (``CACHE_DIR``, inside the engine cache). A CPU compile of these
-#: models takes a fraction of a second, about what reading a cached blob takes.
+#: Devices whose compilation takes long enough (GPU kernels) to keep compiled blobs in
+#: OpenVINO's model cache (``CACHE_DIR``, inside the engine cache). A CPU compile of these
+#: models is about as quick as reading a cached blob.
 COMPILE_CACHE_FAMILIES = ('GPU', 'NPU')
 
 
@@ -42,7 +42,7 @@ class OpenVinoPlan:
 
     @property
     def compile_cache(self) -> bool:
-        """Whether compiled blobs are worth keeping (a GPU or NPU compiles for seconds)."""
+        """Whether compiled blobs are worth keeping (a GPU or NPU compiles for long)."""
         return any(f in COMPILE_CACHE_FAMILIES for f in self.inference_types)
 
     def inference_words(self) -> str:

@@ -43,7 +43,7 @@ def _align(offset, alignment: int):
 
 def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: np.ndarray,
                              scores: np.ndarray, class_ids: np.ndarray) -> bytes:
-    """Serialise a Detection2DArray the way ``detections.detections_to_msg`` fills it.
+    """Serialise a Detection2DArray of these detections, every field as rclpy would.
 
     Every Detection2D carries the array's header, one hypothesis (``class_id`` the class
     index as a string, ``score``), an identity pose with zero covariance, the box as centre
