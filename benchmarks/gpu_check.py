@@ -1,25 +1,29 @@
 #!/usr/bin/env python3
 """Check every GPU path this machine can run against the CPU, and time it. No ROS needed.
 
-For each GPU path (PyTorch eager on CUDA, ``torch.compile``, ONNX Runtime's CUDA and
-TensorRT execution providers, the TensorRT backend at fp32, fp16 and int8) that this machine
-can run, the model's detections on the bundled images (Ultralytics' ``bus.jpg`` and
+For each GPU path (PyTorch eager on CUDA at fp32 and fp16, ``torch.compile``, ONNX Runtime's
+CUDA and TensorRT execution providers, the TensorRT backend at fp32, fp16 and int8) that this
+machine can run, the model's detections on the bundled images (Ultralytics' ``bus.jpg`` and
 ``zidane.jpg``, or ``--images``) are compared with the CPU reference (ONNX Runtime on the
 CPU, fp32): every detection scoring at least 0.5 in either must have one of the same class in
 the other with a box IoU of at least 0.95 (fp32), 0.9 (fp16) or 0.75 (int8). Then it times
 
 * bare      - ``runner.infer`` on a tensor already preprocessed (the network alone);
 * pipeline  - preprocess + infer + decode/NMS on the image, as the node runs it (no ROS),
-              with the median of each stage.
+              with the median of each stage;
+* batches   - with ``--batch 1 2 4``, on the PyTorch paths: the first image N times in one
+              network call (bare and pipeline ms per batch, frames per second), each frame's
+              detections checked against the unbatched ones.
 
 A path that cannot run here is listed with the reason (no CUDA build of PyTorch, an ONNX
 Runtime without that provider, no TensorRT, TensorRT 11 and int8, ...). On a machine without
 a CUDA device it says so, lists what it would run, and exits 0. Exits 1 only when a path ran
-and its detections differed from the CPU's.
+and its detections differed from the CPU's (or a batched frame's from the unbatched one).
 
     python benchmarks/gpu_check.py                      # table on stdout
     python benchmarks/gpu_check.py --json gpu.json      # and the same as JSON
     python benchmarks/gpu_check.py --frames 200 --paths tensorrt-fp16 onnx-cuda
+    python benchmarks/gpu_check.py --paths torch-cuda --batch 1 2 4
 
 Needs Python 3.10+, NumPy, OpenCV and ONNX Runtime (the reference), the model's weights
 (``VISION_NODES_MODEL_DIR``, or ``shared/models`` beside a checkout), and for each path its
@@ -67,6 +71,7 @@ class GpuPath:
 
 PATHS = (
     GpuPath('torch-cuda', 'PyTorch eager on CUDA', 'cuda'),
+    GpuPath('torch-cuda-fp16', 'PyTorch eager on CUDA, fp16', 'cuda', 'fp16'),
     GpuPath('torch-compile', 'PyTorch torch.compile on CUDA', 'cuda', torch_compile=True),
     GpuPath('onnx-cuda', 'ONNX Runtime, CUDA execution provider', 'onnx', provider='cuda'),
     GpuPath('onnx-tensorrt', 'ONNX Runtime, TensorRT execution provider', 'onnx',
@@ -90,6 +95,7 @@ class Outcome:
     pipeline_ms: float | None = None
     stages_ms: dict[str, float] = field(default_factory=dict)
     mismatches: list[str] = field(default_factory=list)
+    batches: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {'path': self.path.name, 'what': self.path.what, 'backend': self.path.backend,
@@ -97,7 +103,7 @@ class Outcome:
                 'status': self.status, 'reason': self.reason or None,
                 'detections': self.detections, 'bare_ms': self.bare_ms,
                 'pipeline_ms': self.pipeline_ms, 'stages_ms': self.stages_ms,
-                'mismatches': self.mismatches}
+                'mismatches': self.mismatches, 'batches': self.batches}
 
 
 # -- what this machine can run ---------------------------------------------------------------
@@ -204,6 +210,43 @@ def measure(model: Any, image: np.ndarray, params: Any, frames: int) -> dict[str
             'stages_ms': {s: _ms(v) for s, v in stages.items()}}
 
 
+def measure_batches(model: Any, image: np.ndarray, params: Any, sizes: Sequence[int],
+                    frames: int) -> list[dict[str, Any]]:
+    """Time batches of ``image`` (several cameras' frames in one network call), per size.
+
+    bare: ``runner.infer`` on the stacked tensor; pipeline: every frame's preprocess, the one
+    call, every frame's decode/NMS. Each frame's detections are compared with the unbatched
+    ones at the path's precision (``mismatches``).
+    """
+    shape = model.input_shape(image.shape[:2])
+    single = model.process(image, 'bgr8', params)
+    precision = model.runner.config.precision
+    rows = []
+    for size in sizes:
+        bare, pipeline, problems = [], [], []
+        for frame in range(frames + 3):  # the first three warm up (and are checked)
+            t0 = time.perf_counter()
+            prepared = [model.task.preprocess(image, 'bgr8', shape) for _ in range(size)]
+            batch = np.concatenate([tensor for tensor, _ in prepared])
+            t1 = time.perf_counter()
+            output = model.runner.infer(batch)[0]
+            t2 = time.perf_counter()
+            found = [model.task.postprocess([output[i:i + 1]], meta, params)
+                     for i, (_, meta) in enumerate(prepared)]
+            t3 = time.perf_counter()
+            if frame < 3:
+                problems += [p for i, dets in enumerate(found)
+                             for p in compare(single, dets, precision, f'frame {i}')]
+            else:
+                bare.append(t2 - t1)
+                pipeline.append(t3 - t0)
+        pipeline_ms = _ms(pipeline)
+        rows.append({'batch': size, 'bare_ms': _ms(bare), 'pipeline_ms': pipeline_ms,
+                     'frames_per_s': round(size * 1000.0 / pipeline_ms, 1),
+                     'mismatches': sorted(set(problems))})
+    return rows
+
+
 # -- running the paths ------------------------------------------------------------------------
 
 @dataclass
@@ -218,6 +261,14 @@ class Setup:
     device: str
     frames: int
     log: Any
+    batches: Sequence[int] = ()
+
+
+def batchable(runner: Any) -> bool:
+    """Whether ``runner`` takes a batch of frames: PyTorch's eager module (any input shape)."""
+    from vision_nodes.runners.torch_runner import TorchRunner
+
+    return isinstance(runner, TorchRunner) and runner.dynamic_shapes
 
 
 def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
@@ -232,7 +283,7 @@ def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
     try:
         model = build_pipeline(
             setup.manifest, path.backend, cache_dir=setup.cache_dir,
-            device=setup.device if path.backend != 'cuda' else f'cuda:{setup.device or 0}',
+            device=setup.device,
             precision=path.precision, execution_provider=path.provider,
             calibration_dir=str(setup.calibration_dir), torch_compile=path.torch_compile,
             log=setup.log)
@@ -250,6 +301,9 @@ def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
         timings = measure(model, first, setup.params, setup.frames)
         outcome.bare_ms, outcome.pipeline_ms = timings['bare_ms'], timings['pipeline_ms']
         outcome.stages_ms = timings['stages_ms']
+        if setup.batches and batchable(model.runner):
+            outcome.batches = measure_batches(model, first, setup.params, setup.batches,
+                                              setup.frames)
     finally:
         model.close()
     return outcome
@@ -298,6 +352,14 @@ def table(outcomes: Sequence[Outcome]) -> str:
         lines.append('| ' + ' | '.join(row) + ' |')
     for o in outcomes:
         lines += [f'  {o.path.name}: {m}' for m in o.mismatches]
+    for o in outcomes:
+        if o.batches:
+            lines += ['', f'{o.path.name}, batches of the first image (ms per batch):',
+                      '| batch | bare ms | pipeline ms | frames/s | matches batch 1 |',
+                      '|---|---|---|---|---|']
+            lines += [f"| {b['batch']} | {b['bare_ms']:.2f} | {b['pipeline_ms']:.2f} | "
+                      f"{b['frames_per_s']:.1f} | {'no' if b['mismatches'] else 'yes'} |"
+                      for b in o.batches]
     if skipped:
         lines += ['', 'cannot run here:'] + skipped
     return '\n'.join(lines)
@@ -350,6 +412,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help='only these paths (default: all)')
     parser.add_argument('--cache-dir', type=Path, help='engine cache (default: a temporary '
                         'folder, so every engine is built afresh)')
+    parser.add_argument('--batch', type=int, nargs='+', default=[],
+                        help='also time batches of these sizes on the PyTorch paths '
+                        '(one network call for several cameras)')
     parser.add_argument('--json', type=Path, help='also write the results here as JSON')
     parser.add_argument('--verbose', action='store_true', help='print the runners\' log')
     return parser.parse_args(argv)
@@ -401,7 +466,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       DetectionParams(thresholds.confidence, thresholds.iou,
                                       thresholds.max_detections),
                       args.cache_dir or work / 'cache', calibration, args.device, args.frames,
-                      print if args.verbose else (lambda _: None))
+                      print if args.verbose else (lambda _: None), args.batch)
         reference, cpu = cpu_reference(setup)
         outcomes = [cpu] + [run_path(path, setup, reference) for path in paths]
     finally:
@@ -414,7 +479,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.update(cuda_device=True, images=list(images), frames=args.frames,
                   results=[o.as_dict() for o in outcomes])
     _write_json(args.json, report)
-    return 1 if any(o.status == 'MISMATCH' for o in outcomes) else 0
+    differs = any(o.status == 'MISMATCH' or any(b['mismatches'] for b in o.batches)
+                  for o in outcomes)
+    return 1 if differs else 0
 
 
 def _write_json(path: Path | None, report: dict[str, Any]) -> None:

@@ -50,11 +50,11 @@ def test_cpu_machine_says_no_cuda_device_without_ros(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith('no CUDA device: no NVIDIA GPU is visible')
-    for name in ('torch-cuda', 'torch-compile', 'onnx-cuda', 'onnx-tensorrt', 'tensorrt-fp32',
-                 'tensorrt-fp16', 'tensorrt-int8'):
+    for name in ('torch-cuda', 'torch-cuda-fp16', 'torch-compile', 'onnx-cuda', 'onnx-tensorrt',
+                 'tensorrt-fp32', 'tensorrt-fp16', 'tensorrt-int8'):
         assert any(line.startswith(f'  {name}: ') for line in lines), name
     data = json.loads(report.read_text())
-    assert data['cuda_device'] is False and len(data['would_run']) == 7
+    assert data['cuda_device'] is False and len(data['would_run']) == 8
     assert data['environment']['gpu'] is None
 
 
@@ -138,6 +138,58 @@ def test_detections_are_compared_both_ways_per_precision(gpu_check):
     assert gpu_check.compare(cpu, extra, 'int8', 'x.jpg') == [
         'x.jpg: not found on the CPU: class 2 score 0.70 box [400.0, 400.0, 500.0, 500.0] '
         '(best IoU 0.00)']
-    outcome = gpu_check.Outcome(gpu_check.PATHS[4], status='MISMATCH', detections=[1],
+    fp32 = next(p for p in gpu_check.PATHS if p.name == 'tensorrt-fp32')
+    outcome = gpu_check.Outcome(fp32, status='MISMATCH', detections=[1],
                                 mismatches=['x.jpg: missing'])
     assert '  tensorrt-fp32: x.jpg: missing' in gpu_check.table([outcome])
+
+
+def test_torch_paths_load_on_the_device_as_given(gpu_check, fake_gpu_machine, model_dir,
+                                                 assets, tmp_path, monkeypatch, capsys):
+    """``--device cuda:0`` reaches the PyTorch runner as written (it once became
+    'cuda:cuda:0', not a device). PyTorch here has no GPU: it is told it sees one, so the
+    load goes past the device and stops only where a tensor would move to the GPU."""
+    torch = pytest.importorskip('torch')
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: True)
+    monkeypatch.setattr(torch.cuda, 'device_count', lambda: 1)
+    monkeypatch.setattr(cuda, '_torch_cuda', lambda: None)  # GPU facts: the fake cuda-python
+    report = tmp_path / 'report.json'
+    code = gpu_check.main(['--device', 'cuda:0', '--paths', 'torch-cuda', '--frames', '1',
+                           '--json', str(report), '--cache-dir', str(tmp_path / 'cache')])
+    assert code == 0, capsys.readouterr().out
+    result = json.loads(report.read_text())['results'][1]
+    assert result['path'] == 'torch-cuda' and result['status'] == 'cannot run'
+    assert result['reason'].startswith('load failed: ')
+    assert 'is not a device' not in result['reason'], result['reason']
+
+
+def test_batches_time_every_size_and_match_the_single_frame(gpu_check, model_dir, assets,
+                                                            tmp_path):
+    """--batch on a PyTorch runner (the CPU one here): a row per size, every frame of a batch
+    decoded to the unbatched frame's detections; ONNX Runtime's fixed-batch export is not
+    batched."""
+    import cv2
+
+    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.pipeline import build_pipeline
+    from vision_nodes.tasks.detect import DetectionParams
+
+    manifest = resolve_manifest('yolov8n')
+    image = cv2.imread(str(assets / 'bus.jpg'))
+    params = DetectionParams(0.25, 0.45, 300)
+    model = build_pipeline(manifest, 'cpu', cache_dir=tmp_path)
+    try:
+        assert gpu_check.batchable(model.runner)
+        rows = gpu_check.measure_batches(model, image, params, (1, 2), frames=1)
+    finally:
+        model.close()
+    assert [r['batch'] for r in rows] == [1, 2]
+    for row in rows:
+        assert row['mismatches'] == [] and row['bare_ms'] > 0
+        assert row['frames_per_s'] == pytest.approx(row['batch'] * 1000 / row['pipeline_ms'],
+                                                    abs=0.051)
+    onnx = build_pipeline(manifest, 'onnx', cache_dir=tmp_path, execution_provider='cpu')
+    try:
+        assert not gpu_check.batchable(onnx.runner)
+    finally:
+        onnx.close()
