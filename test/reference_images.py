@@ -1,16 +1,14 @@
 """Reference implementations of image steps the package fuses, for tests to compare against.
 
 The package converts a decoded image into the network tensor in one pass
-(:func:`vision_nodes.tasks.preprocess.prepare`) and reads colour encodings by channel index;
-these build the same results the plain way (a padded 8-bit canvas, then a float tensor; an
-RGB array), so a test can check the fused path against them.
+(:func:`vision_nodes.tasks.preprocess.prepare`); these build the same tensor the plain way (a
+padded 8-bit canvas, then a float tensor), so a test can check the fused path against them.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from vision_nodes.images import COLOR_ENCODINGS, ImageConversionError, rgb_channels
 from vision_nodes.manifest import Preprocessing
 from vision_nodes.tasks.preprocess import LetterboxMeta, _place, _resize
 
@@ -36,15 +34,3 @@ def to_tensor(canvas: np.ndarray, channels: tuple[int, int, int],
     out = canvas[:, :, list(channels)].astype(np.float32) * np.float32(prep.scale)
     out = (out - np.asarray(prep.mean, np.float32)) / np.asarray(prep.std, np.float32)
     return np.ascontiguousarray(out.transpose(2, 0, 1)[None])
-
-
-def to_rgb(image: np.ndarray, encoding: str) -> np.ndarray:
-    """Return an (H, W, 3) uint8 RGB array for any colour encoding in ``COLOR_ENCODINGS``."""
-    channels = rgb_channels(encoding)
-    if channels is None:
-        raise ImageConversionError(
-            f"encoding '{encoding}' is not a colour encoding this model accepts "
-            f"(accepted: {', '.join(COLOR_ENCODINGS)})")
-    if image.ndim == 2:
-        return np.repeat(image[:, :, None], 3, axis=2)
-    return image[:, :, :3] if channels[0] == 0 else image[:, :, 2::-1]

@@ -77,6 +77,22 @@ def rgb_channels(encoding: str) -> tuple[int, int, int] | None:
     return _RGB_CHANNELS[ENCODINGS[encoding].color_order]
 
 
+def to_rgb(image: np.ndarray, encoding: str) -> np.ndarray:
+    """Return an (H, W, 3) uint8 RGB array for any colour encoding in :data:`COLOR_ENCODINGS`.
+
+    ``rgb8`` comes back as the same view; other encodings are converted (one copy).
+    """
+    channels = rgb_channels(encoding)
+    if channels is None:
+        raise ImageConversionError(
+            f"encoding '{encoding}' is not a colour encoding this model accepts "
+            f"(accepted: {', '.join(COLOR_ENCODINGS)})")
+    if image.ndim == 2:
+        return np.repeat(image[:, :, None], 3, axis=2)
+    # Slices, not fancy indexing: rgb/bgr/rgba/bgra come back as views.
+    return image[:, :, :3] if channels[0] == 0 else image[:, :, 2::-1]
+
+
 @dataclass(frozen=True)
 class CameraEncoding:
     """A camera's own encoding, converted to RGB before any model sees it."""

@@ -19,6 +19,8 @@ MAX_MANIFEST_NODES = 20_000
 #: Longest manifest ``labels`` list, and longest label in it (characters).
 MAX_LABELS = 4096
 MAX_LABEL_CHARS = 128
+#: Most keypoints a pose manifest may name (``keypoints``; ``skeleton`` indices stay below).
+MAX_KEYPOINTS = 1024
 #: Longest model ``name`` (characters). A name is also a ROS 2 name token (letters, digits,
 #: underscores, not starting with a digit): a node running several models uses it as a
 #: namespace (``<name>/detections``) and the engine cache puts it in folder names.
@@ -70,3 +72,5 @@ MAX_PARAMS_FILE_BYTES = 1 << 20
 MAX_TENSORRT_WORKSPACE_BYTES = 4 << 30
 #: Largest TensorRT timing cache read back from the engine cache folder (bytes).
 MAX_TENSORRT_TIMING_CACHE_BYTES = 64 << 20
+#: Largest tracker configuration YAML (``tracker_config``), in bytes.
+MAX_TRACKER_CONFIG_BYTES = 64 << 10

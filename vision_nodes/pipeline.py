@@ -159,7 +159,7 @@ def _model(manifest: ModelManifest, runner: Runner, task: Task) -> LoadedModel:
     check = getattr(task, 'check_model', None)  # the model's outputs fit the task and labels
     if check is not None:
         try:
-            check(runner.output_shapes, labels)
+            check(runner.output_shapes, labels, runner.output_names)
         except BaseException:
             runner.unload()
             raise

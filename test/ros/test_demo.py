@@ -58,3 +58,40 @@ def test_demo_without_depth_weights_skips_depth_and_says_why(model_dir, engine_c
     assert 'depth: skipped (depth_anything_v2_small weights not found' in run.stdout
     assert 'zidane.jpg:' in run.stdout and 'person' in run.stdout
     assert not list(tmp_path.glob('*_depth.png'))
+
+
+def test_demo_track_shows_the_same_ids_on_the_same_scene(model_dir, engine_cache_dir, assets,
+                                                         tmp_path):
+    """--track: one camera (one frame_id), so the same scene twice keeps its track ids."""
+    run = subprocess.run(
+        [sys.executable, '-m', 'vision_nodes.tools.demo', '--backend', 'onnx', '--depth',
+         'none', '--track', '--images', str(assets / 'bus.jpg'), str(assets / 'bus.jpg'),
+         '--out', str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, 'VISION_NODES_MODEL_DIR': str(model_dir),
+             'VISION_NODES_CACHE_DIR': str(engine_cache_dir)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    frames = run.stdout.split('bus.jpg: ')[1:]
+    assert len(frames) == 2
+    ids = [sorted(line.split()[0] for line in frame.splitlines()[1:]
+                  if line.strip().startswith('#')) for frame in frames]
+    assert ids[0] and ids[0] == ids[1] and '#1' in ids[0]
+    assert cv2.imread(str(tmp_path / 'bus_detections.png')) is not None
+
+
+@pytest.mark.parametrize('task', ['segment', 'pose'])
+def test_demo_task_writes_the_nodes_annotated_picture(model_dir, engine_cache_dir, assets,
+                                                      tmp_path, task):
+    if not (model_dir / f'yolov8n-{"seg" if task == "segment" else task}.pt').is_file():
+        pytest.skip(f'no yolov8n {task} weights in the model folder')
+    run = subprocess.run(
+        [sys.executable, '-m', 'vision_nodes.tools.demo', '--backend', 'onnx', '--depth',
+         'none', '--task', task, '--images', str(assets / 'bus.jpg'), '--out', str(tmp_path)],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, 'VISION_NODES_MODEL_DIR': str(model_dir),
+             'VISION_NODES_CACHE_DIR': str(engine_cache_dir)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    picture = cv2.imread(str(tmp_path / f'bus_{task}.png'))
+    original = cv2.imread(str(assets / 'bus.jpg'))
+    assert picture is not None and picture.shape == original.shape
+    assert (picture != original).any()

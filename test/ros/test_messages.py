@@ -17,7 +17,7 @@ from vision_nodes.ros.outputs.detection_messages import detections_to_cdr
 from vision_nodes.ros.outputs.label_info import label_info_msg
 from vision_nodes.tasks.detect import Detections
 
-from reference_messages import detections_to_msg
+from reference_messages import detections_to_msg, index_ids
 
 
 def _header(frame_id: str = 'camera', sec: int = 17, nanosec: int = 250) -> Header:
@@ -48,7 +48,7 @@ def test_detections_to_msg_fields() -> None:
     assert first.results[0].hypothesis.class_id == '5'
     assert first.results[0].hypothesis.score == pytest.approx(0.9)
     assert first.results[0].pose.pose.orientation.w == 1.0
-    assert first.id == ''
+    assert [d.id for d in msg.detections] == ['0', '1']  # untracked: the index
     assert msg.detections[1].results[0].hypothesis.class_id == '0'
 
 
@@ -63,6 +63,21 @@ def test_cdr_matches_rclpy_serialisation(frame_id: str, count: int) -> None:
     reference = detections_to_msg(dets, header)
     encoded = detections_to_cdr(dets, header)
     assert isinstance(encoded, bytes)
+    assert len(encoded) == len(serialize_message(reference))
+    assert deserialize_message(encoded, Detection2DArray) == reference
+
+
+@pytest.mark.parametrize('seed', range(12))
+def test_cdr_with_track_ids_matches_rclpy_serialisation(seed: int) -> None:
+    # Track ids of 1 to 9 digits move where each following detection starts modulo 8.
+    rng = np.random.default_rng(100 + seed)
+    count = int(rng.integers(1, 30))
+    dets = _random_detections(rng, count, int(rng.choice([2, 80, 100000])))
+    dets.track_ids = rng.integers(1, 10 ** int(rng.integers(1, 10)), count)
+    header = _header('cam' * int(rng.integers(0, 4)))
+    reference = detections_to_msg(dets, header)
+    assert [d.id for d in reference.detections] == [str(i) for i in dets.track_ids]
+    encoded = detections_to_cdr(dets, header)
     assert len(encoded) == len(serialize_message(reference))
     assert deserialize_message(encoded, Detection2DArray) == reference
 
@@ -85,3 +100,21 @@ def test_label_info_msg() -> None:
     names = [(c.class_id, c.class_name) for c in msg.class_map]
     assert names == [(0, 'person'), (1, 'bicycle')]
     assert msg.threshold == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize('seed', range(12))
+def test_cdr_with_ids_matches_rclpy_serialisation(seed: int) -> None:
+    """Ids of every length mod 8 (index ids, track ids, text) move the next detection."""
+    rng = np.random.default_rng(100 + seed)
+    count = int(rng.integers(1, 40))
+    dets = _random_detections(rng, count, int(rng.choice([2, 80, 1000])))
+    ids = [''.join(rng.choice(list('0123456789ab\u00e9'), int(rng.integers(0, 11))))
+           for _ in range(count)]
+    if seed % 3 == 0:
+        ids = index_ids(count)
+    header = _header('cam' * (seed % 4))
+    reference = detections_to_msg(dets, header, ids)
+    assert [d.id for d in reference.detections] == ids
+    encoded = detections_to_cdr(dets, header, ids)
+    assert len(encoded) == len(serialize_message(reference))
+    assert deserialize_message(encoded, Detection2DArray) == reference

@@ -36,7 +36,8 @@ ONNX_FILE = 'model.onnx'
 _log = logging.getLogger(__name__)
 
 #: Output tensor names per task (the runners read outputs by position; names help people).
-OUTPUT_NAMES = {'detect': ['output0'], 'depth': ['depth']}
+OUTPUT_NAMES = {'detect': ['output0'], 'depth': ['depth'], 'segment': ['output0', 'output1'],
+                'pose': ['output0']}
 
 
 def weights_sha256(weights: Path) -> str:

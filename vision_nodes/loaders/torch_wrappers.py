@@ -6,17 +6,23 @@ import torch
 
 
 class FirstOutput(torch.nn.Module):
-    """Wrap a module whose eval forward returns (prediction, extras): keep the prediction."""
+    """Wrap a module whose eval forward returns (prediction, extras): keep the prediction.
+
+    The prediction is a tensor (detect, pose) or a tuple of tensors (segment: predictions
+    and mask prototypes, the outputs an export gives); the extras (raw head outputs, for the
+    loss) are dropped.
+    """
 
     def __init__(self, inner: torch.nn.Module) -> None:
         super().__init__()
         self.inner = inner
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         out = self.inner(x)
-        while isinstance(out, (tuple, list)):
+        while isinstance(out, (tuple, list)) and \
+                not all(isinstance(item, torch.Tensor) for item in out):
             out = out[0]
-        return out
+        return tuple(out) if isinstance(out, (tuple, list)) else out
 
 
 class PredictedDepth(torch.nn.Module):

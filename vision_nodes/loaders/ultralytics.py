@@ -49,11 +49,16 @@ def import_ultralytics() -> Any:
     return ultralytics
 
 
-def _check_task(manifest: ModelManifest, task: Any, weights: Path) -> None:
-    """Refuse depth weights for another task, and other weights for the depth task."""
-    if (task == 'depth') != (manifest.task == 'depth'):
-        raise ModelLoadError(f"'{clip(str(weights))}' holds a {task} model but manifest "
-                             f"'{manifest.name}' has task '{manifest.task}'")
+#: Tasks whose manifests take only Ultralytics weights of that same task.
+_SAME_TASK = ('depth', 'segment', 'pose')
+
+
+def _check_task(manifest: ModelManifest, task: Any) -> None:
+    """Refuse weights of another task for depth, segment and pose, and theirs for another."""
+    if task != manifest.task and (task in _SAME_TASK or manifest.task in _SAME_TASK):
+        raise ModelLoadError(f"the file holds a {task} model but manifest "
+                             f"'{manifest.name}' has task '{manifest.task}': use "
+                             f'`task: {task}` or weights of that task')
 
 
 def _depth_at_input_size(module: Any) -> None:
@@ -196,7 +201,7 @@ def load_ultralytics(manifest: ModelManifest, weights: Path,
             f"'{clip(weights)}' is a PyTorch file but not an Ultralytics checkpoint (no "
             '`model` entry holding an Ultralytics model): check the `weights` path')
     try:
-        _check_task(manifest, guess_model_task(model), weights)
+        _check_task(manifest, guess_model_task(model))
         module = model.float()
         if manifest.task == 'depth':
             _depth_at_input_size(module)

@@ -75,8 +75,11 @@ class DiagnosticsPublisher:
         device_memory = None
         if models and self._reports_memory:  # describe() is not free: only if it tells
             device_memory = models[0].pipeline.runner.describe().get('memory_used')
+        extra: dict[str, str] = {}
+        for model in models:  # outputs that count what they do (tracking, 3D)
+            extra.update(getattr(model.outputs, 'diagnostics', dict)())
         status = diagnostic_status(
             self._frames.stats.snapshot(), facts, limits, state,
             explain_silence=sub.explain_silence if sub else (lambda: ''),
-            device_memory_bytes=device_memory)
+            device_memory_bytes=device_memory, extra=extra)
         self._pub.publish(diagnostic_array(self._node.get_clock().now().to_msg(), status))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -27,10 +27,12 @@ from ..stats import FrameStats, stamp_latency
 from . import compat
 from .compressed_input import compressed_to_numpy
 from .image_input import image_to_array
-from .outputs.protocol import Outputs
+from .outputs.protocol import Frame, Outputs
 
 #: Largest sequence gap read as dropped frames (a bigger one is a restarted publisher).
 _MAX_GAP = 100_000
+#: Seconds a model's outputs wait for another model's result on the same frame.
+_RESULT_WAIT_S = 60.0
 
 
 @dataclass
@@ -160,10 +162,14 @@ class FramePath:
                 self.frame_error(f'skipping image: {exc}')
                 return
             lazy = self._lazy() and len(models) > 1
-            wanted = [m for m in models if not lazy or m.outputs.wanted()]
-            pending = [helpers[m.name].submit(self._run, m, image, encoding, msg.header)
+            wanted = _with_sources(models, [m for m in models
+                                            if not lazy or m.outputs.wanted()])
+            done: dict[str, Future] = {m.name: Future() for m in wanted}
+            frame = Frame(image, encoding, msg.header,
+                          result_of=lambda name: _result(done.get(name)))
+            pending = [helpers[m.name].submit(self._run, m, frame, done[m.name])
                        for m in wanted[1:]]
-            results = [self._run(wanted[0], image, encoding, msg.header)] if wanted else []
+            results = [self._run(wanted[0], frame, done[wanted[0].name])] if wanted else []
             results += [future.result() for future in pending]
         if any(results):
             stamp = msg.header.stamp
@@ -171,10 +177,15 @@ class FramePath:
                 stamp_latency(stamp.sec, stamp.nanosec, self._node.get_clock().now().nanoseconds),
                 time.monotonic() - started)
 
-    def _run(self, model: ServedModel, image: Any, encoding: str, header: Any) -> bool:
-        """Run one model on a converted frame and publish its result; False if it failed."""
+    def _run(self, model: ServedModel, frame: Frame, done: Future) -> bool:
+        """Run one model on a converted frame and publish its result; False if it failed.
+
+        ``done`` receives the result (None on failure) before it is published, for the
+        outputs of other models that read it (:attr:`Frame.result_of`).
+        """
+        result = None
         try:
-            result = model.pipeline.process(image, encoding, model.params.current)
+            result = model.pipeline.process(frame.image, frame.encoding, model.params.current)
         except ImageConversionError as exc:
             self.frame_error(f'skipping image: {exc}')
             return False
@@ -182,5 +193,20 @@ class FramePath:
             self.frame_error(f"model '{model.name}': inference failed on a frame: "
                              f'{type(exc).__name__}: {exc}')
             return False
-        model.outputs.publish(result, header)
+        finally:
+            done.set_result(result)
+        model.outputs.publish(result, frame.header, frame)
         return True
+
+
+def _with_sources(models: list[ServedModel], wanted: list[ServedModel]) -> list[ServedModel]:
+    """``wanted`` and the models whose results they read (``outputs.sources()``), in order."""
+    names = {m.name for m in wanted}
+    for model in wanted:
+        names.update(getattr(model.outputs, 'sources', tuple)())
+    return [m for m in models if m.name in names]
+
+
+def _result(done: Future | None) -> Any:
+    """Return the result a model's future holds (None: the model did not run on it)."""
+    return None if done is None else done.result(timeout=_RESULT_WAIT_S)

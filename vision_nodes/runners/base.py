@@ -78,6 +78,9 @@ class Runner(ABC):
         #: Shapes of the outputs of the warm-up run at ``input_size``, for the task to check
         #: that the model is what the manifest says (see ``DetectionTask.check_model``).
         self.output_shapes: list[tuple[int, ...]] | None = None
+        #: Names of the outputs, in ``infer``'s order, where the runtime names them (None for
+        #: PyTorch modules): tasks with several outputs check them at configure.
+        self.output_names: list[str] | None = None
         self._loaded = False
 
     @classmethod

@@ -112,6 +112,7 @@ class OnnxRunner(Runner):
             raise RunnerError(f"'{clip(self.model_path)}' takes inputs ({found}); a vision "
                               'model here takes one float32 image tensor: export it so')
         self._input_name = inputs[0].name
+        self.output_names = [o.name for o in self._session.get_outputs()]
         # Symbolic (str) or unknown (None) height and width: any shape runs (rect inference).
         self.dynamic_shapes = len(inputs[0].shape) == 4 and all(
             not isinstance(d, int) for d in inputs[0].shape[2:])

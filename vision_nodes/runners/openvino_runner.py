@@ -74,6 +74,8 @@ class OpenVinoRunner(Runner):
                 'the manifest)')
         self.dynamic_shapes = facts.dynamic_hw(model)
         self._model = model
+        self.output_names = [out.get_any_name() if out.get_names() else ''
+                             for out in model.outputs]
         self._properties = self.plan.properties(ir.compile_cache)
         self.labels = ir.labels if ir.labels is not None else labels_from_rt_info(model)
         names = ', '.join(f'{f} ({facts.full_name(f)})' for f in self.plan.families)

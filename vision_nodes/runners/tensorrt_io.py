@@ -53,6 +53,11 @@ class EngineIO:
         self._stream = cuda.stream_create(self._rt)
         return len(dims) == 4 and dims[2] == -1 and dims[3] == -1
 
+    @property
+    def output_names(self) -> list[str]:
+        """The engine's output names, in the order ``run`` returns them."""
+        return [name for name, _ in self._outputs]
+
     def set_shape(self, shape: tuple[int, ...]) -> None:
         """Set the input shape on the context; (re)allocate buffers that became too small."""
         if not self._context.set_input_shape(self._input, shape):

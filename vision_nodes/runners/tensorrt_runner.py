@@ -81,6 +81,7 @@ class TensorRTRunner(Runner):
                 raise self._fail('TensorRT cannot create an execution context (GPU memory?)')
             self._io = EngineIO(self._rt, context, self._fail)
             self.dynamic_shapes = self._io.bind(self._engine, trt)
+            self.output_names = self._io.output_names
             height, width = cfg.manifest.input_size
             self._io.set_shape((1, 3, height, width))
         except (cuda.CudaError, CacheError) as exc:

@@ -151,7 +151,7 @@ class TorchRunner(Runner):
         with torch.inference_mode():
             x = torch.from_numpy(tensor).to(self._device, self._dtype, non_blocking=True)
             y = self._module(x)
-            return [y.float().cpu().numpy()]
+            return [t.float().cpu().numpy() for t in (y if isinstance(y, tuple) else (y,))]
 
     def _unload(self) -> None:
         self._module = None

@@ -6,7 +6,7 @@ NMS itself (exact greedy, see :mod:`.nms`) is batched over all classes at once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
@@ -14,6 +14,7 @@ import numpy as np
 from ..limits import MAX_DETECTIONS
 from ..manifest import ManifestError, ModelManifest
 from ..param_spec import ParamSpec
+from ..tracking import TRACKERS
 from .nms import nms
 from .preprocess import LetterboxMeta, prepare
 
@@ -30,9 +31,32 @@ class Detections:
     boxes: np.ndarray      # (N, 4) float32 xyxy
     scores: np.ndarray     # (N,) float32
     class_ids: np.ndarray  # (N,) int64
+    #: Track ids (N,) int64 when a tracker follows the detections; None: untracked, the
+    #: published id of a detection is then its index. Keyword-only, so the results of the
+    #: instance tasks add their positional fields after ``class_ids``.
+    track_ids: np.ndarray | None = field(default=None, kw_only=True)
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
+
+    def select(self, index: np.ndarray) -> 'Detections':
+        """Return the detections at ``index`` (an index array or boolean mask)."""
+        tracks = None if self.track_ids is None else self.track_ids[index]
+        return replace(self, boxes=self.boxes[index], scores=self.scores[index],
+                       class_ids=self.class_ids[index], track_ids=tracks)
+
+    def take(self, index: np.ndarray, track_ids: np.ndarray | None = None) -> 'Detections':
+        """Return the detections at ``index`` (in that order), with these track ids.
+
+        Through :meth:`select`, so a subclass's per-detection rows (masks, keypoints)
+        follow.
+        """
+        return replace(self.select(index), track_ids=track_ids)
+
+    def ids(self) -> list[str]:
+        """Return the published ``id`` of each detection: its track id, else its index."""
+        values = range(len(self)) if self.track_ids is None else self.track_ids.tolist()
+        return [str(int(v)) for v in values]
 
     @classmethod
     def empty(cls) -> 'Detections':
@@ -43,11 +67,22 @@ class Detections:
 
 @dataclass(frozen=True)
 class DetectionParams:
-    """Post-processing thresholds (runtime-tunable)."""
+    """Post-processing thresholds (runtime-tunable), and the detection outputs' switches.
+
+    Tracking, 3D and the annotated image are done by the model's ROS outputs; their switches
+    ride on the task's parameters as depth's ``publish_camera_info`` does (see
+    :data:`OUTPUT_PARAMS`).
+    """
 
     confidence: float = 0.25
     iou: float = 0.45
     max_detections: int = 300
+    tracker: str = 'none'
+    tracker_config: str = ''
+    depth_source: str = ''
+    depth_topic: str = 'depth_registered/image_rect'
+    depth_slop: float = 0.05
+    publish_annotated: bool = False
 
 
 def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
@@ -62,6 +97,16 @@ def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
 def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None = None
            ) -> Detections:
     """Decode one YOLOv8-style output ``(1, 4 + nc, A)`` into boxes in network pixels."""
+    return decode_anchors(output, params, num_classes)[0]
+
+
+def decode_anchors(output: np.ndarray, params: DetectionParams, num_classes: int | None = None
+                   ) -> tuple[Detections, np.ndarray]:
+    """Return :func:`decode`'s detections and the anchor (column) each came from.
+
+    Rows after the ``4 + num_classes`` box and class rows (mask coefficients, keypoints) are
+    left to the caller, who reads them at the returned anchors.
+    """
     pred = output[0] if output.ndim == 3 else output
     if pred.shape[0] < 5:
         raise ValueError(f'detection output of shape {output.shape} has no class scores')
@@ -71,16 +116,47 @@ def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None 
     scores = class_scores.max(axis=0)
     mask = scores > params.confidence
     if not mask.any():
-        return Detections.empty()
+        return Detections.empty(), np.zeros(0, np.int64)
+    anchors = np.flatnonzero(mask)
     class_ids = class_scores[:, mask].argmax(axis=0).astype(np.int64)
     boxes = xywh_to_xyxy(np.ascontiguousarray(pred[:4, mask].T, dtype=np.float32))
     scores = scores[mask].astype(np.float32)
     if scores.shape[0] > MAX_NMS_CANDIDATES:
         top = np.argpartition(-scores, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
-        boxes, scores, class_ids = boxes[top], scores[top], class_ids[top]
+        boxes, scores, class_ids, anchors = boxes[top], scores[top], class_ids[top], anchors[top]
     offset = class_ids[:, None].astype(np.float32) * _CLASS_OFFSET
     keep = nms(boxes + offset, scores, params.iou, params.max_detections)
-    return Detections(boxes[keep], scores[keep], class_ids[keep])
+    return Detections(boxes[keep], scores[keep], class_ids[keep]), anchors[keep]
+
+
+#: Switches of a detection model's ROS outputs (tracking, 3D boxes, the annotated image);
+#: :class:`DetectionParams` has a field of the same name for each.
+OUTPUT_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec('tracker', 'none',
+              "Track the detections across frames: Detection2D.id becomes a stable track id "
+              "(Ultralytics' ByteTrack or BoT-SORT); detections a tracker has not confirmed "
+              'are left out of tracked frames. none: ids are the indices. Restarts when the '
+              "image's frame_id changes or its stamp jumps back.",
+              choices=TRACKERS, applies='live'),
+    ParamSpec('tracker_config', '',
+              "A tracker YAML (as Ultralytics' cfg/trackers/bytetrack.yaml) whose settings "
+              'replace the tracker\'s defaults (empty: the defaults).', applies='live'),
+    ParamSpec('depth_source', '',
+              'Publish detections_3d (vision_msgs/Detection3DArray) from depth: topic (an '
+              'aligned depth image on depth_topic) or model:<name> (a metric depth model of '
+              'this node, on the same frame); both need camera_info. Empty: no 3D.',
+              applies='activate'),
+    ParamSpec('depth_topic', 'depth_registered/image_rect',
+              'Depth image aligned with the colour image (32FC1 metres or 16UC1 millimetres, '
+              'NaN/0 = no return) for depth_source topic.', applies='activate'),
+    ParamSpec('depth_slop', 0.05,
+              'Seconds a depth image\'s stamp may differ from the colour image\'s to pair.',
+              float_range=(0.0, 10.0), applies='live'),
+    ParamSpec('publish_annotated', False,
+              'Publish annotated (bgr8): the image with boxes, labels, scores, track ids, '
+              'masks and skeletons drawn, built only while someone subscribes.',
+              applies='activate'),
+)
 
 
 class DetectionTask:
@@ -96,7 +172,7 @@ class DetectionTask:
                   'class.', float_range=(0.0, 1.0), applies='live'),
         ParamSpec('max_detections', 300, 'Most detections published per image.',
                   int_range=(1, MAX_DETECTIONS), applies='live'),
-    )
+    ) + OUTPUT_PARAMS
 
     @classmethod
     def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,18 +185,21 @@ class DetectionTask:
         thresholds = manifest.thresholds
         values = (float(thresholds.confidence), float(thresholds.iou),
                   int(thresholds.max_detections))
-        return {spec.name: value for spec, value in zip(cls.params, values)}
+        defaults = {spec.name: spec.default for spec in cls.params}
+        defaults.update(zip(('confidence_threshold', 'iou_threshold', 'max_detections'),
+                            values))
+        return defaults
 
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest
 
     def make_params(self, values: Mapping[str, Any]) -> DetectionParams:
         """Thresholds from parameter values keyed by spec name (missing: the default)."""
-        def value(spec: ParamSpec) -> Any:
-            return values.get(spec.name, spec.default)
-
-        confidence, iou, max_detections = (value(spec) for spec in self.params)
-        return DetectionParams(float(confidence), float(iou), int(max_detections))
+        value = {spec.name: values.get(spec.name, spec.default) for spec in self.params}
+        return DetectionParams(
+            float(value['confidence_threshold']), float(value['iou_threshold']),
+            int(value['max_detections']),
+            **{spec.name: value[spec.name] for spec in OUTPUT_PARAMS})
 
     def preprocess(self, image: np.ndarray, encoding: str,
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, LetterboxMeta]:
@@ -132,10 +211,12 @@ class DetectionTask:
                        self.manifest.preprocessing)
 
     def check_model(self, output_shapes: Sequence[tuple[int, ...]] | None,
-                    labels: Sequence[str]) -> None:
+                    labels: Sequence[str], output_names: Sequence[str] | None = None) -> None:
         """Refuse, at configure, a model whose outputs are not a detector's or its labels'.
 
-        ``output_shapes`` are the shapes of the warm-up run's outputs (None: not known). A
+        ``output_shapes`` are the shapes of the warm-up run's outputs (None: not known), and
+        ``output_names`` their names where the runtime names them (a detector reads its
+        first output, whatever its name). A
         detector's first output is (1, 4 + classes, anchors) (YOLOv8-style, before NMS); when
         class names are known there must be one per class. Raises ManifestError in one line.
         """

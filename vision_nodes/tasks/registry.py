@@ -30,6 +30,8 @@ class TaskEntry(NamedTuple):
 TASK_MAP: dict[str, TaskEntry | None] = {
     'detect': TaskEntry('vision_nodes.tasks.detect', 'DetectionTask'),
     'depth': TaskEntry('vision_nodes.tasks.depth', 'DepthTask', blocks=('depth',)),
+    'segment': TaskEntry('vision_nodes.tasks.segment', 'SegmentationTask'),
+    'pose': TaskEntry('vision_nodes.tasks.pose', 'PoseTask', blocks=('keypoints', 'skeleton')),
 }
 #: Values a manifest's ``task`` may have.
 KNOWN_TASKS = tuple(TASK_MAP)

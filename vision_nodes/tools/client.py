@@ -330,9 +330,11 @@ class VisionNodeClient:
 
 
 def publish_until_answered(publisher, msg, answers: MessageQueue, timeout: float = 60.0,
-                           resend_every: float = 1.0):
+                           resend_every: float = 1.0,
+                           match: Callable[[Any], bool] | None = None):
     """Publish ``msg`` until an answer with its ``header.frame_id`` arrives; None on timeout.
 
+    ``match`` replaces the test for the answer (e.g. the same stamp as well).
     The first messages on a new connection can be lost before discovery completes, so the
     message is sent again every ``resend_every`` seconds.
     """
@@ -340,7 +342,7 @@ def publish_until_answered(publisher, msg, answers: MessageQueue, timeout: float
     while True:
         publisher.publish(msg)
         wait = min(resend_every, max(deadline - time.monotonic(), 0.0))
-        got = answers.get(wait, lambda m: m.header.frame_id == msg.header.frame_id)
+        got = answers.get(wait, match or (lambda m: m.header.frame_id == msg.header.frame_id))
         if got is not None or time.monotonic() >= deadline:
             return got
 

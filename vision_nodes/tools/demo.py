@@ -10,6 +10,8 @@ next to the detections.
     python -m vision_nodes.tools.demo              # YOLOv8n, backend auto (fastest here)
     python -m vision_nodes.tools.demo --backend onnx --images my.jpg --out out/
     python -m vision_nodes.tools.demo --depth yolo26n_depth --model-dir /path/to/weights
+    python -m vision_nodes.tools.demo --track --images frame_*.jpg   # track ids across frames
+    python -m vision_nodes.tools.demo --task segment                 # masks (or: --task pose)
 """
 
 from __future__ import annotations
@@ -33,10 +35,13 @@ from .client import NodeProcess, VisionNodeClient, publish_until_answered
 from ..ros.image_input import image_to_numpy, numpy_to_image
 from ..manifest import ManifestError, resolve_manifest, use_default_model_dir
 from ..loaders.ultralytics import import_ultralytics
+from .. import drawing
 
 
 #: The depth model the demo runs when its weights are in the model folder.
 DEFAULT_DEPTH = 'depth_anything_v2_small'
+#: The manifest each ``--task`` runs unless ``--model`` names one.
+TASK_MODELS = {'detect': 'yolov8n', 'segment': 'yolov8n_seg', 'pose': 'yolov8n_pose'}
 
 
 def bundled_images() -> list[Path]:
@@ -71,33 +76,35 @@ def _fetch_with_ultralytics(name: str) -> Path:
     return path
 
 
-def draw(image_bgr: np.ndarray, msg: Detection2DArray, labels: dict[int, str]) -> np.ndarray:
-    """Return a copy of the image with the detections drawn on it."""
-    out = image_bgr.copy()
-    for det in msg.detections:
-        hyp = det.results[0].hypothesis
-        cx, cy = det.bbox.center.position.x, det.bbox.center.position.y
-        x1, y1 = int(cx - det.bbox.size_x / 2), int(cy - det.bbox.size_y / 2)
-        x2, y2 = int(cx + det.bbox.size_x / 2), int(cy + det.bbox.size_y / 2)
-        cid = int(hyp.class_id)
-        color = tuple(int(c) for c in np.random.default_rng(cid).integers(64, 255, 3))
-        cv2.rectangle(out, (x1, y1), (x2, y2), color, 2)
-        text = f'{labels.get(cid, hyp.class_id)} {hyp.score:.2f}'
-        (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.6, 1)
-        cv2.rectangle(out, (x1, max(0, y1 - th - 6)), (x1 + tw + 4, max(th + 6, y1)), color, -1)
-        cv2.putText(out, text, (x1 + 2, max(th + 2, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.6,
-                    (0, 0, 0), 1, cv2.LINE_AA)
-    return out
+def draw(image_bgr: np.ndarray, msg: Detection2DArray, labels: dict[int, str],
+         tracked: bool = False) -> np.ndarray:
+    """Return a copy of the image with the detections drawn as the node's ``annotated`` does.
+
+    ``tracked``: the messages' ids are track ids (drawn as ``#id``).
+    """
+    boxes = np.array([[d.bbox.center.position.x - d.bbox.size_x / 2,
+                       d.bbox.center.position.y - d.bbox.size_y / 2,
+                       d.bbox.center.position.x + d.bbox.size_x / 2,
+                       d.bbox.center.position.y + d.bbox.size_y / 2]
+                      for d in msg.detections]).reshape(-1, 4)
+    hyps = [d.results[0].hypothesis for d in msg.detections]
+    names = [labels.get(i, str(i)) for i in range(max(labels, default=-1) + 1)]
+    ids = [int(d.id) for d in msg.detections] if tracked else None
+    return drawing.draw(image_bgr, boxes, np.array([h.score for h in hyps]),
+                        np.array([int(h.class_id) for h in hyps], np.int64), names, ids)
 
 
-def format_detections(msg: Detection2DArray, labels: dict[int, str]) -> list[str]:
-    """One line per detection: name, score, box corners in pixels."""
+def format_detections(msg: Detection2DArray, labels: dict[int, str],
+                      tracked: bool = False) -> list[str]:
+    """One line per detection: (track id,) name, score, box corners in pixels."""
     lines = []
     for det in sorted(msg.detections, key=lambda d: -d.results[0].hypothesis.score):
         hyp = det.results[0].hypothesis
         cx, cy = det.bbox.center.position.x, det.bbox.center.position.y
         w, h = det.bbox.size_x, det.bbox.size_y
-        lines.append(f'  {labels.get(int(hyp.class_id), hyp.class_id):<14} {hyp.score:5.2f}   '
+        track = f'#{det.id:<4} ' if tracked else ''
+        lines.append(f'  {track}{labels.get(int(hyp.class_id), hyp.class_id):<14} '
+                     f'{hyp.score:5.2f}   '
                      f'x1={cx - w / 2:7.1f} y1={cy - h / 2:7.1f} '
                      f'x2={cx + w / 2:7.1f} y2={cy + h / 2:7.1f}')
     return lines
@@ -106,7 +113,11 @@ def format_detections(msg: Detection2DArray, labels: dict[int, str]) -> list[str
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('--model', default='yolov8n', help='manifest name or path')
+    parser.add_argument('--model', default='',
+                        help='manifest name or path (default: the --task\'s YOLOv8n manifest)')
+    parser.add_argument('--task', default='detect', choices=tuple(TASK_MODELS),
+                        help='segment and pose also write the node\'s annotated picture '
+                             '(masks, skeletons) as <image>_<task>.png')
     parser.add_argument('--weights', default='',
                         help='weights file to use instead of the manifest\'s (on a connected '
                              'machine a name such as yolov8s.pt is fetched by ultralytics)')
@@ -117,6 +128,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help='a depth manifest to run in the same node (default: '
                              'depth_anything_v2_small if its weights are in the model folder; '
                              "'none' to skip)")
+    parser.add_argument('--track', nargs='?', const='bytetrack', default=None,
+                        choices=('bytetrack', 'botsort'),
+                        help='track the detections across the images (default tracker: '
+                             'bytetrack); the pictures show the track ids')
     parser.add_argument('--images', nargs='*', type=Path, default=None,
                         help='images to run (default: the ones bundled with ultralytics)')
     parser.add_argument('--out', type=Path, default=Path('out'),
@@ -125,7 +140,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="confidence threshold (default: the manifest's)")
     parser.add_argument('--timeout', type=float, default=180.0,
                         help='seconds to wait for configure (first run exports ONNX)')
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.model = args.model or TASK_MODELS[args.task]
+    return args
 
 
 def _depth_model(args: argparse.Namespace) -> str | None:
@@ -171,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
                    if args.confidence is not None else thresholds.confidence,
                    f'{prefix}iou_threshold': thresholds.iou,
                    f'{prefix}max_detections': thresholds.max_detections})
+    if args.track:
+        params[f'{prefix}tracker'] = args.track
+    if args.task != 'detect':
+        params[f'{prefix}publish_annotated'] = True
     node = NodeProcess(params, log_path=args.out / 'vision_node.log')
     client = VisionNodeClient('/vision_node', 'vision_nodes_demo')
     try:
@@ -194,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         if depth:
             depth_q = client.subscribe(Image, f'/{resolve_manifest(depth).name}/depth/colored',
                                        10)
+        picture_q = client.subscribe(Image, f'{ns}/annotated', 10) \
+            if args.task != 'detect' else None
         pub = client.publisher(Image, '/image', 10)
         if not client.change_state('activate'):
             print('activate FAILED:\n' + _errors(node.output()))
@@ -207,18 +230,28 @@ def main(argv: list[str] | None = None) -> int:
                 print(f'{path}: cannot read, skipped')
                 continue
             msg = numpy_to_image(bgr, 'bgr8')
-            msg.header.frame_id = f'demo_{index}'
+            # Tracking follows one camera: one frame_id, stamps going forward.
+            msg.header.frame_id = 'demo' if args.track else f'demo_{index}'
             msg.header.stamp = client.node.get_clock().now().to_msg()
-            result = publish_until_answered(pub, msg, det_q, timeout=30.0, resend_every=1.5)
+            result = publish_until_answered(pub, msg, det_q, timeout=30.0, resend_every=1.5,
+                                            match=lambda m: m.header == msg.header)
             if result is None:
                 print(f'{path.name}: no detections message came back')
                 return 1
             print(f'{path.name}: {len(result.detections)} detections')
-            print('\n'.join(format_detections(result, labels)))
-            annotated = draw(bgr, result, labels)
+            print('\n'.join(format_detections(result, labels, bool(args.track))))
+            annotated = draw(bgr, result, labels, tracked=bool(args.track))
             png = args.out / f'{path.stem}_detections.png'
             cv2.imwrite(str(png), annotated)
             print(f'  annotated image: {png}')
+            if picture_q is not None:
+                picture = picture_q.get(30.0, lambda m: m.header == msg.header)
+                if picture is None:
+                    print(f'{path.name}: no annotated image came back')
+                    return 1
+                drawn = args.out / f'{path.stem}_{args.task}.png'
+                cv2.imwrite(str(drawn), image_to_numpy(picture))
+                print(f"  the node's annotated image ({args.task}): {drawn}")
             if depth_q is not None:
                 colored = depth_q.get(30.0, lambda m: m.header == msg.header)
                 if colored is None:

@@ -21,10 +21,8 @@ from std_msgs.msg import Header
 from vision_nodes import image_codecs as codecs
 from vision_nodes.image_codecs import (MAX_PIXELS, MAX_SIDE, CompressedFormat, decode_compressed,
                                        default_jpeg_decoder, parse_format, read_header)
-from vision_nodes.images import ImageConversionError
+from vision_nodes.images import ImageConversionError, to_rgb
 from vision_nodes.ros.compressed_input import compressed_to_numpy, numpy_to_compressed
-
-from reference_images import to_rgb
 
 DECODERS = ('simplejpeg', 'opencv')
 

@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 from sensor_msgs.msg import Image
 
-from vision_nodes.images import COLOR_ENCODINGS, ImageConversionError
+from vision_nodes.images import COLOR_ENCODINGS, ImageConversionError, to_rgb
 from vision_nodes.ros.image_input import image_to_numpy, numpy_to_image
-
-from reference_images import to_rgb
 
 # encoding -> (dtype, channels), written out independently of vision_nodes.ENCODINGS.
 ROUND_TRIP_CASES: dict[str, tuple[type, int]] = {

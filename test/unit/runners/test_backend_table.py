@@ -129,7 +129,8 @@ def test_the_manifest_thresholds_are_the_detect_parameter_defaults(manifest):
             'backends': ['onnx'], 'thresholds': {'confidence': 0.6, 'iou': 0.3,
                                                  'max_detections': 7}}
     tuned = parse_manifest(data)
-    assert param_defaults(tuned) == {'confidence_threshold': 0.6, 'iou_threshold': 0.3,
+    assert param_defaults(tuned) == {**default_values(task_class('detect')),
+                                     'confidence_threshold': 0.6, 'iou_threshold': 0.3,
                                      'max_detections': 7}
     plain = parse_manifest({k: v for k, v in data.items() if k != 'thresholds'})
     assert param_defaults(plain) == default_values(task_class('detect'))

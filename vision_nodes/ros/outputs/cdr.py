@@ -15,14 +15,17 @@ byte after the 4-byte encapsulation header; primitives are aligned to their size
     float64 x3 position, float64 x4 orientation     PoseWithCovariance.pose (identity)
     float64 x36 covariance                          zeros
     float64 x, y, theta, size_x, size_y             BoundingBox2D
-    string id                                       empty
+    string id                                       given, or empty
 
-A string is a uint32 length (bytes + 1) then the UTF-8 bytes and a NUL. The 49 float64s end
-on an 8-byte boundary, so every detection after the first starts 8-aligned and its size
-depends only on the lengths of ``frame_id`` and ``class_id``.
+A string is a uint32 length (bytes + 1) then the UTF-8 bytes and a NUL. The 49 float64s start
+on an 8-byte boundary, so the distance from one detection's float64s to the next one's depends
+only on this detection's ``id`` and the next one's ``class_id`` lengths: every offset is a
+cumulative sum.
 """
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
@@ -31,9 +34,8 @@ _CDR_LE = b'\x00\x01\x00\x00'
 _DOUBLES = 49  # score, pose (7), covariance (36), bbox (5)
 _ORIENTATION_W = 7  # index of orientation.w among a detection's doubles
 _BBOX = 44  # index of bbox.center.position.x among a detection's doubles
-#: Bytes from a detection's first float64 to the next detection: the float64s, then ``id``
-#: (uint32 length 1, NUL) padded to 8.
-_DETECTION_TAIL = _DOUBLES * 8 + 8
+#: Bytes from a detection's first float64 to its ``id``'s characters: the float64s, the length.
+_TO_ID_CHARS = _DOUBLES * 8 + 4
 
 
 def _align(offset, alignment: int):
@@ -41,32 +43,51 @@ def _align(offset, alignment: int):
     return (offset + alignment - 1) // alignment * alignment
 
 
+def _strings(values) -> tuple[bytes, np.ndarray]:
+    """UTF-8 bytes of ``values`` joined, and each one's length in bytes."""
+    encoded = [v.encode('utf-8') for v in values]
+    return b''.join(encoded), np.fromiter((len(b) for b in encoded), np.int64, len(encoded))
+
+
+def _put_strings(payload: np.ndarray, at: np.ndarray, chars: bytes, lengths: np.ndarray
+                 ) -> None:
+    """Write each string's characters at ``at`` (its length field is written by the caller)."""
+    if not chars:
+        return
+    before = np.cumsum(lengths) - lengths  # characters of the strings before each one
+    payload[np.repeat(at - before, lengths) + np.arange(len(chars))] = \
+        np.frombuffer(chars, dtype=np.uint8)
+
+
 def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: np.ndarray,
-                             scores: np.ndarray, class_ids: np.ndarray) -> bytes:
+                             scores: np.ndarray, class_ids: np.ndarray,
+                             ids: Sequence[str] | None = None) -> bytes:
     """Serialise a Detection2DArray of these detections, every field as rclpy would.
 
     Every Detection2D carries the array's header, one hypothesis (``class_id`` the class
     index as a string, ``score``), an identity pose with zero covariance, the box as centre
-    and size with ``theta`` 0, and an empty ``id``.
+    and size with ``theta`` 0, and its ``id`` from ``ids`` (empty without).
     """
     frame = frame_id.encode('utf-8')
-    labels = [str(int(c)).encode('ascii') for c in class_ids]
-    count = len(labels)
-    lengths = np.fromiter((len(b) for b in labels), dtype=np.int64, count=count)
+    labels, lengths = _strings(str(int(c)) for c in class_ids)
+    count = lengths.shape[0]
+    id_chars, id_lengths = _strings(ids if ids is not None else [''] * count)
     # A Header that starts 4-aligned, padded to 4 (sec, nanosec, frame_id and its NUL),
     # then a uint32: in the array, the detection count, after which the first detection
     # starts; in a detection, the results count, after which its class_id's length field is.
     first = hyp = _align(13 + len(frame), 4) + 4
-    # From a detection's start to its first float64, for a start on an 8-byte boundary; the
-    # first detection may start 4 bytes off one, the others (after 8-aligned float64s) not.
-    to_doubles = _align(hyp + 5 + lengths, 8)
+    # Float64s of detection i start at doubles_at[i] (8-aligned); detection i + 1 starts
+    # after detection i's id, 4-aligned, and its float64s after its class_id, 8-aligned.
+    after_id = _align(_TO_ID_CHARS + id_lengths + 1, 4)  # to the next detection's start
+    doubles_at = np.zeros(count, dtype=np.int64)
     if count:
-        to_doubles[0] = _align(first + hyp + 5 + lengths[0], 8) - first
-    sizes = to_doubles + _DETECTION_TAIL
-    starts = first + np.cumsum(sizes) - sizes
+        doubles_at[0] = _align(first + hyp + 5 + lengths[0], 8)
+        steps = _align(after_id[:-1] + hyp + 5 + lengths[1:], 8)
+        doubles_at[1:] = doubles_at[0] + np.cumsum(steps)
+    starts = np.concatenate([[first], doubles_at[:-1] + after_id[:-1]]) if count else \
+        doubles_at
     hyp_at = starts + hyp
-    doubles_at = starts + to_doubles
-    end = int(doubles_at[-1]) + _DOUBLES * 8 + 5 if count else first
+    end = int(doubles_at[-1] + _TO_ID_CHARS + id_lengths[-1] + 1) if count else first
     # payload (the CDR stream after the encapsulation header) starts 8-aligned in memory,
     # so its float64 and uint32 views are aligned.
     raw = np.zeros(_align(end, 8) + 16, dtype=np.uint8)
@@ -88,9 +109,7 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
         put_header(starts)
         u32[(hyp_at - 4) // 4] = 1  # one hypothesis per detection
         u32[hyp_at // 4] = lengths + 1
-        chars = np.frombuffer(b''.join(labels), dtype=np.uint8)
-        before = np.cumsum(lengths) - lengths  # characters of the labels before each one
-        payload[np.repeat(hyp_at + 4 - before, lengths) + np.arange(chars.shape[0])] = chars
+        _put_strings(payload, hyp_at + 4, labels, lengths)
         rows = doubles_at // 8
         f64[rows] = scores
         f64[rows + _ORIENTATION_W] = 1.0
@@ -99,5 +118,6 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
         f64[rows + _BBOX + 1] = (boxes[:, 1] + boxes[:, 3]) / 2.0
         f64[rows + _BBOX + 3] = boxes[:, 2] - boxes[:, 0]
         f64[rows + _BBOX + 4] = boxes[:, 3] - boxes[:, 1]
-        u32[(rows + _DOUBLES) * 2] = 1  # id: the empty string (length 1: the NUL)
+        u32[(rows + _DOUBLES) * 2] = id_lengths + 1
+        _put_strings(payload, doubles_at + _TO_ID_CHARS, id_chars, id_lengths)
     return raw[4:8 + end].tobytes()

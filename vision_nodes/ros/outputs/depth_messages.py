@@ -37,6 +37,10 @@ def _image(pixels: np.ndarray, encoding: str, header) -> Image:
     return msg
 
 
+#: Builds an Image around a C-contiguous array, its bytes copied once (other outputs use it).
+image_msg = _image
+
+
 def depth_to_msg(result: DepthResult, header) -> Image:
     """Return the ``32FC1`` Image of a depth map, with the input image's ``header``.
 

@@ -92,7 +92,7 @@ class DepthOutputs:
     def _on_camera_info(self, msg: CameraInfo) -> None:
         self._latest_info = msg
 
-    def publish(self, result: DepthResult, header: Any) -> None:
+    def publish(self, result: DepthResult, header: Any, frame: Any = None) -> None:
         """Publish one frame's depth image, and the extras someone listens to."""
         self._depth.publish(depth_to_msg(result, header))
         if self._colored.get_subscription_count() > 0:

@@ -1,16 +1,30 @@
-"""What a detection model publishes: ``detections`` and ``label_info``."""
+"""What a detection model publishes: ``detections``, ``label_info`` and extras on request.
+
+``detections_3d`` with ``depth_source``, ``annotated`` with ``publish_annotated``.
+
+With ``tracker`` set, each frame's detections go through the model's tracker first
+(:mod:`vision_nodes.tracking`), so every output carries the same detections and track ids.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Callable, ClassVar, Mapping
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import Image
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray, LabelInfo
 
+from ...drawing import draw
+from ...images import to_rgb
 from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 from ...tasks.detect import DetectionParams, Detections
+from ...text import clip
+from ...tracking import Tracking, TrackerConfigError
+from ..depth_topic import stamp_ns
+from ..image_input import numpy_to_image
+from .detection3d_outputs import Detection3DOutputs
 from .detection_messages import detections_to_cdr
 from .label_info import label_info_msg
 
@@ -18,10 +32,25 @@ from .label_info import label_info_msg
 LATCHED = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                      reliability=ReliabilityPolicy.RELIABLE,
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+#: Annotated images are frame-sized: keep only the newest one queued.
+IMAGES = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                    reliability=ReliabilityPolicy.RELIABLE)
+
+
+class _Lazy:
+    """A value computed on first use (an instance label image, shared by 3D and drawing)."""
+
+    def __init__(self, make: Callable[[], Any] | None) -> None:
+        self._make, self._value = make, None
+
+    def get(self) -> Any:
+        if self._make is not None:
+            self._value, self._make = self._make(), None
+        return self._value
 
 
 class DetectionOutputs:
-    """Publishers of one detection model: ``<ns>detections`` and ``<ns>label_info``."""
+    """Publishers of one detection model: ``<ns>detections``, ``<ns>label_info`` and extras."""
 
     #: No ROS output switches of its own.
     params: ClassVar[tuple[ParamSpec, ...]] = ()
@@ -30,6 +59,8 @@ class DetectionOutputs:
                  report_error: Callable[[str], None] = lambda text: None) -> None:
         self._node = node
         self._report_error = report_error
+        self._name = model.manifest.name
+        self._namespace = namespace
         self._labels = model.labels
         if not self._labels:
             node.get_logger().warning(f"model '{model.manifest.name}' has no class names: "
@@ -38,36 +69,124 @@ class DetectionOutputs:
             (Detection2DArray, f'{namespace}detections', 10),
             (LabelInfo, f'{namespace}label_info', LATCHED)])
         self._active = False
+        self._tracking: Tracking | None = None
+        #: Why tracking is off although a tracker is set (a bad tracker_config), or ''.
+        self._tracking_off = ''
+        self._3d: Detection3DOutputs | None = None
+        self._annotated: Any = None
 
     @property
     def topics(self) -> list[str]:
         """Resolved names of the topics published."""
-        return [self._detections.topic_name, self._label_info.topic_name]
+        extra = ([self._3d.topic] if self._3d else []) + \
+            ([self._annotated.topic_name] if self._annotated else [])
+        return [self._detections.topic_name, self._label_info.topic_name] + extra
 
     def wanted(self) -> bool:
-        """Whether anything subscribes to the per-frame output (lazy mode asks)."""
-        return self._detections.get_subscription_count() > 0
+        """Whether anything subscribes to a per-frame output (lazy mode asks)."""
+        return (self._detections.get_subscription_count() > 0
+                or (self._3d is not None and self._3d.wanted())
+                or (self._annotated is not None
+                    and self._annotated.get_subscription_count() > 0))
+
+    def sources(self) -> tuple[str, ...]:
+        """Models of the node whose results on the same frame these outputs read."""
+        return self._3d.sources() if self._3d else ()
 
     def activate(self, params: DetectionParams, switches: Mapping[str, Any]) -> None:
-        """Send label_info for this activation."""
+        """Send label_info; start tracking, 3D and the annotated image as asked."""
+        self._use_tracker(params)
+        try:
+            if params.depth_source:
+                models = {m.name: m.pipeline.task for m in self._node.frames.models}
+                self._3d = Detection3DOutputs(self._node, self._namespace, params, models,
+                                              self._name, self._report_error)
+            if params.publish_annotated:
+                self._annotated = self._node.endpoints.publisher(
+                    Image, f'{self._namespace}annotated', IMAGES)
+        except BaseException:
+            self.deactivate()
+            raise
         self._active = True
         self._send_label_info(params)
 
     def deactivate(self) -> None:
-        """Stop republishing label_info on parameter changes."""
+        """Stop the extras; forget the tracks (ids start again at the next activate)."""
         self._active = False
+        self._tracking = None
+        if self._3d is not None:
+            self._3d.destroy()
+            self._3d = None
+        if self._annotated is not None:
+            self._node.endpoints.destroy(self._annotated)
+            self._annotated = None
 
     def params_changed(self, old: DetectionParams, new: DetectionParams) -> None:
-        """label_info carries the confidence threshold: resend it when that changes."""
+        """Resend label_info on a new threshold; switch trackers; take a new slop."""
         if self._active and new.confidence != old.confidence:
             self._send_label_info(new)
+        if self._active and (new.tracker, new.tracker_config) != \
+                (old.tracker, old.tracker_config):
+            self._use_tracker(new)
+        if self._3d is not None:
+            self._3d.params_changed(new)
 
-    def publish(self, result: Detections, header: Any) -> None:
-        """Publish one frame's detections (serialised with NumPy, see ``cdr.py``)."""
+    def _use_tracker(self, params: DetectionParams) -> None:
+        """Start a fresh tracker of ``params.tracker`` (none: no tracking)."""
+        self._tracking, self._tracking_off = None, ''
+        if params.tracker == 'none':
+            return
+        try:
+            self._tracking = Tracking(params.tracker, params.tracker_config)
+        except (TrackerConfigError, OSError) as exc:
+            self._tracking_off = f'off: {clip(exc, 600)}'
+            self._node.get_logger().error(
+                f"model '{self._name}': tracking is {self._tracking_off}")
+
+    def publish(self, result: Detections, header: Any, frame: Any) -> None:
+        """Track, then publish one frame's detections and the extras someone listens to."""
+        result = self._tracked(result, header, frame)
         self._detections.publish(detections_to_cdr(result, header))
+        self._publish_instances(result, header)
+        labels = _Lazy(getattr(result, 'label_image', None))
+        if self._3d is not None:
+            self._3d.publish(result, header, frame, labels.get())
+        annotated = self._annotated
+        if annotated is not None and annotated.get_subscription_count() > 0:
+            bgr = to_rgb(frame.image, frame.encoding)[:, :, ::-1]
+            picture = draw(bgr, result.boxes, result.scores, result.class_ids, self._labels,
+                           result.track_ids, labels.get(), getattr(result, 'keypoints', None),
+                           getattr(result, 'skeleton', ()))
+            annotated.publish(numpy_to_image(picture, 'bgr8', header))
+
+    def _publish_instances(self, result: Detections, header: Any) -> None:
+        """Publish what a subclass adds per detection (masks, keypoints), with the same ids."""
+
+    def _tracked(self, result: Detections, header: Any, frame: Any) -> Detections:
+        """Return the detections the tracker confirms, with track ids (all of them: no tracker)."""
+        tracking = self._tracking
+        if tracking is None:
+            return result
+        bgr = to_rgb(frame.image, frame.encoding)[:, :, ::-1] \
+            if tracking.kind == 'botsort' else None
+        index, ids = tracking.update(result.boxes, result.scores, result.class_ids,
+                                     stamp_ns=stamp_ns(header.stamp), frame_id=header.frame_id,
+                                     key=frame.input, image=bgr)
+        return result.take(index, ids)
+
+    def diagnostics(self) -> dict[str, str]:
+        """Key/values for the node's status (tracking and 3D, when on)."""
+        prefix = f'{self._name}: ' if self._namespace else ''
+        values = {}
+        if self._tracking is not None or self._tracking_off:
+            values[f'{prefix}tracker'] = self._tracking_off or self._tracking.kind
+        if self._3d is not None:
+            values.update(self._3d.diagnostics(prefix))
+        return values
 
     def destroy(self) -> None:
         """Destroy the publishers."""
+        self.deactivate()
         for pub in (self._detections, self._label_info):
             self._node.endpoints.destroy(pub)
 

@@ -5,17 +5,43 @@ publishers (and subscriptions, e.g. a camera_info to republish) through ``node.e
 (:mod:`..endpoints`), so a remap that puts two of the node's endpoints on one topic is refused
 in one line; it reads the node's clock and logger; it reports a problem with one frame's output
 through ``report_error`` (counted and rate-limited by the frame path). It never calls the
-node back otherwise. Its ROS output switches (e.g. depth's ``publish_camera_info``) are its
-own: it declares them in ``params`` and the node's parameter policy declares them beside the
-task's parameters; their values reach ``activate``.
+node back otherwise; at activate it may read the node's models (``node.frames.models``), e.g.
+to check that the depth model a detector's ``depth_source`` names is one of them. Its ROS
+output switches (e.g. depth's ``publish_camera_info``) are its own: it declares them in
+``params``, the node's parameter policy declares them beside the task's parameters, and their
+values reach ``activate``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
+
+import numpy as np
 
 from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
+
+
+def _no_result(name: str) -> Any:
+    return None
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One input frame as every model's outputs see it."""
+
+    #: The converted image (shared by every model: never written to) and its encoding.
+    image: np.ndarray
+    encoding: str
+    #: The input image's header.
+    header: Any
+    #: Which input the frame came from: state kept per camera (tracks, depth pairing) is
+    #: keyed by it.
+    input: str = 'image'
+    #: ``result_of(name)``: another model's result on this frame (waits for it; None when
+    #: that model did not run on it or failed).
+    result_of: Callable[[str], Any] = field(default=_no_result)
 
 
 @runtime_checkable
@@ -41,7 +67,7 @@ class Outputs(Protocol):
     def params_changed(self, old: Any, new: Any) -> None:
         """Take the task's changed parameters (the next frame uses ``new``)."""
 
-    def publish(self, result: Any, header: Any) -> None:
+    def publish(self, result: Any, header: Any, frame: Frame) -> None:
         """Publish one frame's result with the input image's header."""
 
     def destroy(self) -> None:

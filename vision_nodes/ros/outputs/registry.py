@@ -15,6 +15,8 @@ from .protocol import OutputsFactory
 OUTPUTS_MAP: dict[str, tuple[str, str]] = {
     'detect': ('vision_nodes.ros.outputs.detection_outputs', 'DetectionOutputs'),
     'depth': ('vision_nodes.ros.outputs.depth_outputs', 'DepthOutputs'),
+    'segment': ('vision_nodes.ros.outputs.segment_outputs', 'SegmentOutputs'),
+    'pose': ('vision_nodes.ros.outputs.pose_outputs', 'PoseOutputs'),
 }
 
 

@@ -1,0 +1,100 @@
+"""3D boxes from depth and K (vision_nodes/geometry3d.py) against analytic values.
+
+A synthetic scene rendered with a known pinhole K: a wall far away and boxes in front of it
+(fronto-parallel faces, and one slanted), so each object's centre, size and depth extent are
+known exactly; results must be within 5 cm.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from vision_nodes.geometry3d import Intrinsics, IntrinsicsError, boxes_3d
+
+H, W = 480, 640
+K = Intrinsics(fx=525.0, fy=520.0, cx=319.5, cy=239.5)
+
+
+def project(x: float, y: float, z: float) -> tuple[float, float]:
+    """Pixel-centre coordinates of a 3D point."""
+    return K.fx * x / z + K.cx, K.fy * y / z + K.cy
+
+
+def scene(objects):
+    """Depth map (wall at 8 m) with each object's face painted; its 2D box in edge coords."""
+    depth = np.full((H, W), 8.0, np.float32)
+    boxes = []
+    for (x, y, z, sx, sy, slope) in objects:
+        u1, v1 = project(x - sx / 2, y - sy / 2, z)
+        u2, v2 = project(x + sx / 2, y + sy / 2, z)
+        box = np.array([u1 + 0.5, v1 + 0.5, u2 + 0.5, v2 + 0.5])  # pixel edges
+        c0, r0, c1, r1 = (int(round(b)) for b in box)
+        cols = np.arange(c0, c1)
+        # depth varying linearly left to right: z - slope/2 .. z + slope/2
+        ramp = z + slope * ((cols - c0) / max(1, c1 - c0 - 1) - 0.5)
+        depth[r0:r1, c0:c1] = ramp[None, :]
+        boxes.append(box)
+    return depth, np.array(boxes, np.float32)
+
+
+OBJECTS = [(0.0, 0.0, 2.0, 0.6, 0.9, 0.0), (-1.0, 0.3, 3.5, 0.5, 0.5, 0.0),
+           (0.5, -0.4, 1.5, 0.3, 0.4, 0.4)]
+
+
+def test_centres_and_sizes_within_5_cm():
+    depth, boxes = scene(OBJECTS)
+    out = boxes_3d(boxes, depth, K, (H, W))
+    assert out.index.tolist() == [0, 1, 2]
+    for (x, y, z, sx, sy, slope), centre, size in zip(OBJECTS, out.centers, out.sizes):
+        assert centre == pytest.approx([x, y, z], abs=0.05)
+        # the core half of a ramp spans half of it: 10..90 % of that
+        assert size == pytest.approx([sx, sy, slope * 0.5 * 0.8], abs=0.05)
+
+
+def test_holes_are_ignored_and_too_little_depth_is_left_out():
+    depth, boxes = scene(OBJECTS)
+    x1, y1, x2, y2 = boxes[0].astype(int)
+    depth[y1:y2:2, x1:x2] = np.nan  # half the rows: no return (NaN)
+    depth[y1 + 1:y2:4, x1:x2] = 0.0  # a quarter more: no return (0)
+    x1, y1, x2, y2 = boxes[1].astype(int)
+    depth[y1 - 2:y2 + 2, x1 - 2:x2 + 2] = np.nan  # nothing at all
+    out = boxes_3d(boxes, depth, K, (H, W))
+    assert out.index.tolist() == [0, 2]
+    assert out.centers[0] == pytest.approx([0.0, 0.0, 2.0], abs=0.05)
+
+
+def test_a_mask_selects_the_object_pixels():
+    depth, boxes = scene(OBJECTS[:1])
+    # The box is twice as wide as the object: its core half sees the wall on one side.
+    wide = boxes.copy()
+    wide[0, 2] += wide[0, 2] - wide[0, 0]
+    labels = np.zeros((H, W), np.uint16)
+    x1, y1, x2, y2 = boxes[0].astype(int)
+    labels[y1:y2, x1:x2] = 1
+    with_mask = boxes_3d(wide, depth, K, (H, W), labels)
+    assert with_mask.centers[0][2] == pytest.approx(2.0, abs=0.01)
+    assert with_mask.sizes[0][2] == pytest.approx(0.0, abs=0.01)
+
+
+def test_depth_of_another_resolution_is_sampled_proportionally():
+    depth, boxes = scene(OBJECTS)
+    half = depth[::2, ::2]
+    out = boxes_3d(boxes, half, K, (H, W))
+    for (x, y, z, *_), centre in zip(OBJECTS, out.centers):
+        assert centre == pytest.approx([x, y, z], abs=0.05)
+
+
+def test_boxes_outside_the_image_and_no_detections():
+    depth, _ = scene([])
+    out = boxes_3d(np.array([[700, 500, 800, 600], [-50, -50, -10, -10]], np.float32), depth,
+                   K, (H, W))
+    assert len(out) == 0 and out.centers.shape == (0, 3)
+    assert len(boxes_3d(np.zeros((0, 4)), depth, K, (H, W))) == 0
+
+
+@pytest.mark.parametrize('k, words', [([0.0] * 9, 'K all zero'), ([1.0] * 8, '9 finite'),
+                                      ([500, 0, 1, 0, float('nan'), 1, 0, 0, 1], '9 finite')])
+def test_unusable_intrinsics_are_refused_in_one_line(k, words):
+    with pytest.raises(IntrinsicsError, match=words):
+        Intrinsics.from_k(k)

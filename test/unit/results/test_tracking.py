@@ -1,0 +1,139 @@
+"""Tracking (vision_nodes/tracking.py): Ultralytics' trackers over a moving sequence.
+
+Three objects move a few pixels per frame (one of them crossing another's path); each must
+keep its id on at least 90 % of the frames, ids are unique within a frame, and the state
+starts afresh when the frame_id changes, the stamp jumps back, or on reset.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from vision_nodes.tracking import Tracking, TrackerConfigError, tracker_settings
+
+FRAMES = 60
+STEP_NS = 33_000_000
+
+
+def moving_boxes(frame: int) -> np.ndarray:
+    """Three boxes: one drifting right, one down, one diagonally up-left (crossing)."""
+    return np.array([[20 + 4 * frame, 30, 80 + 4 * frame, 110],
+                     [300, 20 + 3 * frame, 360, 90 + 3 * frame],
+                     [500 - 5 * frame, 400 - 3 * frame, 560 - 5 * frame, 480 - 3 * frame]],
+                    np.float32)
+
+
+def run(tracking: Tracking, frames: int = FRAMES, start: int = 0, frame_id: str = 'cam',
+        stamp0: int = 0) -> list[dict[int, int]]:
+    """Track the sequence; per frame, object index → track id."""
+    scores = np.array([0.9, 0.8, 0.7], np.float32)
+    classes = np.array([0, 0, 2])
+    seen = []
+    for k in range(start, start + frames):
+        boxes = moving_boxes(k)
+        # Detections come in score order, not object order: shuffle to prove the mapping.
+        order = np.random.default_rng(k).permutation(3)
+        index, ids = tracking.update(boxes[order], scores[order], classes[order],
+                                     stamp_ns=stamp0 + k * STEP_NS, frame_id=frame_id)
+        assert len(set(ids.tolist())) == len(ids), f'duplicate ids in frame {k}'
+        seen.append({int(order[i]): int(t) for i, t in zip(index, ids)})
+    return seen
+
+
+@pytest.mark.parametrize('kind', ['bytetrack', 'botsort'])
+def test_each_object_keeps_its_id(kind):
+    seen = run(Tracking(kind))
+    for obj in range(3):
+        ids = [frame.get(obj) for frame in seen]
+        main, count = Counter(i for i in ids if i is not None).most_common(1)[0]
+        assert count >= 0.9 * FRAMES, (obj, ids)
+    mains = {Counter(f.get(o) for f in seen).most_common(1)[0][0] for o in range(3)}
+    assert len(mains) == 3  # three objects, three ids
+
+
+def test_the_first_frame_is_tracked_and_ids_are_decimal_from_one():
+    seen = run(Tracking('bytetrack'), frames=1)
+    assert sorted(seen[0].values()) == [1, 2, 3]
+
+
+def test_frame_id_change_restarts():
+    tracking = Tracking('bytetrack')
+    run(tracking, frames=5)
+    first = run(tracking, frames=1, start=5, frame_id='other_cam', stamp0=0)
+    assert sorted(first[0].values()) == [1, 2, 3]  # a fresh tracker numbers from 1
+    assert tracking.restarts == 1
+
+
+def test_stamp_jumping_back_restarts_but_equal_or_later_does_not():
+    tracking = Tracking('bytetrack')
+    before = run(tracking, frames=10)
+    after = run(tracking, frames=3, start=10)  # stamps go on
+    assert after[0] == before[-1] and tracking.restarts == 0
+    replay = run(tracking, frames=2, start=0)  # a bag replayed from its start
+    assert tracking.restarts == 1 and sorted(replay[0].values()) == [1, 2, 3]
+
+
+def test_reset_forgets_the_tracks():
+    tracking = Tracking('bytetrack')
+    run(tracking, frames=3)
+    run(tracking, frames=1, start=3)
+    tracking.reset()
+    again = run(tracking, frames=1, start=4)
+    assert sorted(again[0].values()) == [1, 2, 3]
+
+
+def test_one_state_per_input():
+    tracking = Tracking('bytetrack')
+    scores, classes = np.array([0.9], np.float32), np.array([0])
+    for k in range(5):
+        box = moving_boxes(k)[:1]
+        a = tracking.update(box, scores, classes, stamp_ns=k * STEP_NS, frame_id='a', key='cam_a')
+        b = tracking.update(box + 200, scores, classes, stamp_ns=k * STEP_NS, frame_id='b',
+                            key='cam_b')
+        assert a[1].tolist() == [1] and b[1].tolist() == [1]
+    assert tracking.restarts == 0
+
+
+def test_no_detections_gives_nothing():
+    index, ids = Tracking('bytetrack').update(np.zeros((0, 4), np.float32), np.zeros(0),
+                                              np.zeros(0), stamp_ns=0, frame_id='c')
+    assert index.shape == (0,) and ids.shape == (0,)
+
+
+def test_a_tracker_config_overrides_the_defaults(tmp_path):
+    path = tmp_path / 'mine.yaml'
+    path.write_text('tracker_type: bytetrack\ntrack_buffer: 5\nmatch_thresh: 0.7\n')
+    settings = tracker_settings('bytetrack', str(path))
+    assert settings['track_buffer'] == 5 and settings['match_thresh'] == 0.7
+    assert settings['new_track_thresh'] == tracker_settings('bytetrack')['new_track_thresh']
+
+
+@pytest.mark.parametrize('text, words', [
+    ('track_bufer: 5\n', 'unknown key'),
+    ('tracker_type: botsort\n', 'differs from the tracker parameter'),
+    ('track_buffer: many\n', 'track_buffer must be like'),
+    ('- 1\n- 2\n', 'must be a mapping'),
+    ('a: [1\n', 'not valid YAML'),
+    ('a: &x 1\nb: *x\n', 'tracker configuration'),
+])
+def test_a_bad_tracker_config_is_refused_in_one_line(tmp_path, text, words):
+    path = tmp_path / 'bad.yaml'
+    path.write_text(text)
+    with pytest.raises(TrackerConfigError) as info:
+        Tracking('bytetrack', str(path))
+    message = str(info.value)
+    assert words in message and '\n' not in message and str(path) in message
+
+
+def test_reid_and_special_files_are_refused(tmp_path):
+    path = tmp_path / 'reid.yaml'
+    path.write_text('with_reid: true\n')
+    with pytest.raises(TrackerConfigError, match='with_reid'):
+        Tracking('botsort', str(path))
+    with pytest.raises(TrackerConfigError, match='regular file'):
+        Tracking('bytetrack', str(tmp_path))
+    with pytest.raises(TrackerConfigError, match='cannot read'):
+        Tracking('bytetrack', str(tmp_path / 'missing.yaml'))

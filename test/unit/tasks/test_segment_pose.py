@@ -1,0 +1,239 @@
+"""Segment and pose tasks against Ultralytics' own ``predict`` on the same ``.pt`` test models.
+
+The seg/pose test models (../shared/models/README.md) have real boxes and seeded, untrained
+mask and keypoint branches: masks and keypoints are checked for parity with Ultralytics, never
+for accuracy. Parity: same classes, boxes IoU >= 0.9, masks IoU >= 0.9 in source pixels,
+keypoints within 2 px, on PyTorch (cpu), ONNX Runtime and OpenVINO, with rect inference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+pytest.importorskip('torch', reason='PyTorch is not installed (the reference)')
+pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
+
+import cv2  # noqa: E402
+
+from detection_match import iou  # noqa: E402
+from vision_nodes.manifest import ManifestError, parse_manifest, resolve_manifest  # noqa: E402
+from vision_nodes.pipeline import build_pipeline  # noqa: E402
+from vision_nodes.tasks.detect import DetectionParams, Detections  # noqa: E402
+from vision_nodes.tasks.instances import COCO_KEYPOINTS, COCO_SKELETON, SegmentResult  # noqa: E402,E501
+from vision_nodes.tasks.pose import PoseTask  # noqa: E402
+from vision_nodes.tasks.segment import SegmentationTask  # noqa: E402
+
+IMAGES = ('bus.jpg', 'zidane.jpg')
+PARAMS = DetectionParams(0.25, 0.45, 300)
+BACKENDS = ['cpu', 'onnx', 'openvino']
+MODELS = {'segment': 'yolov8n_seg', 'pose': 'yolov8n_pose'}
+
+
+@pytest.fixture(scope='module')
+def images(assets) -> dict[str, np.ndarray]:
+    return {name: cv2.imread(str(assets / name)) for name in IMAGES}
+
+
+def _predict(weights, image):
+    """Ultralytics' predict on the CPU with our thresholds (its default iou is 0.7)."""
+    import torch
+
+    from vision_nodes.loaders.ultralytics import import_ultralytics
+
+    threads = torch.get_num_threads()
+    try:
+        yolo = import_ultralytics().YOLO(str(weights))
+        return yolo.predict(image, imgsz=640, conf=0.25, iou=0.45, verbose=False,
+                            device='cpu')[0]
+    finally:
+        torch.set_num_threads(threads)  # Ultralytics' CPU predict changes it process-wide
+
+
+def source_masks(result) -> np.ndarray:
+    """Ultralytics' masks (network resolution) in source pixels, as its plots map them."""
+    from ultralytics.utils import ops
+
+    if result.masks is None:
+        return np.zeros((0,) + result.orig_shape, bool)
+    return ops.scale_masks(result.masks.data[None].float(), result.orig_shape)[0].numpy() > 0.5
+
+
+@pytest.fixture(scope='module')
+def references(model_dir, images):
+    return {(task, name): _predict(model_dir / f"{MODELS[task].replace('_', '-')}.pt",
+                                   images[name])
+            for task in MODELS for name in IMAGES}
+
+
+@pytest.fixture(scope='module')
+def pipelines(model_dir, engine_cache_dir):
+    built = {}
+    for task, manifest_name in MODELS.items():
+        manifest = resolve_manifest(manifest_name)
+        for backend in BACKENDS:
+            if backend == 'openvino':
+                pytest.importorskip('openvino', reason='OpenVINO is not installed')
+            built[task, backend] = build_pipeline(
+                manifest, backend, model_dir=str(model_dir), cache_dir=engine_cache_dir)
+    yield built
+    for pipeline in built.values():
+        pipeline.close()
+
+
+def _matches(ours: Detections, ref) -> list[int]:
+    """For each reference detection, the index of ours with the same class and IoU >= 0.9."""
+    boxes, classes = ref.boxes.xyxy.numpy(), ref.boxes.cls.numpy().astype(int)
+    assert len(ours) == len(boxes), (ours.scores, ref.boxes.conf)
+    found = []
+    for box, cls in zip(boxes, classes):
+        overlap = np.where(ours.class_ids == cls, iou(box, ours.boxes), 0.0)
+        assert overlap.max() >= 0.9, (box, cls, ours.boxes)
+        found.append(int(overlap.argmax()))
+    assert sorted(found) == list(range(len(ours)))
+    return found
+
+
+def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
+    union = np.logical_or(a, b).sum()
+    return float(np.logical_and(a, b).sum() / union) if union else 1.0
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+@pytest.mark.parametrize('name', IMAGES)
+def test_segment_matches_ultralytics(pipelines, references, images, backend, name):
+    """Boxes IoU >= 0.9 and masks IoU >= 0.9 in source pixels, rect input on every backend."""
+    pipeline = pipelines['segment', backend]
+    image = images[name]
+    assert pipeline.rect and pipeline.input_shape(image.shape[:2]) != (640, 640)
+    ours = pipeline.process(image, 'bgr8', PARAMS)
+    assert isinstance(ours, SegmentResult)
+    assert ours.masks.shape == (len(ours),) + image.shape[:2] and ours.masks.dtype == bool
+    ref = references['segment', name]
+    expected = source_masks(ref)
+    for j, i in enumerate(_matches(ours, ref)):
+        assert mask_iou(ours.masks[i], expected[j]) >= 0.9, (j, ref.boxes.cls[j])
+        box = ours.boxes[i]  # a mask stays inside its box (cropped at network resolution)
+        rows, cols = np.nonzero(ours.masks[i])
+        assert rows.min() >= box[1] - 2 and rows.max() <= box[3] + 2
+        assert cols.min() >= box[0] - 2 and cols.max() <= box[2] + 2
+
+
+@pytest.mark.parametrize('backend', BACKENDS)
+@pytest.mark.parametrize('name', IMAGES)
+def test_pose_matches_ultralytics(pipelines, references, images, backend, name):
+    """Person boxes IoU >= 0.9, keypoints within 2 px and their scores within 0.01."""
+    pipeline = pipelines['pose', backend]
+    ours = pipeline.process(images[name], 'bgr8', PARAMS)
+    ref = references['pose', name]
+    assert ours.names == COCO_KEYPOINTS and ours.skeleton == COCO_SKELETON
+    assert ours.keypoints.shape == (len(ours), 17, 3)
+    expected = ref.keypoints.data.numpy()
+    for j, i in enumerate(_matches(ours, ref)):
+        np.testing.assert_allclose(ours.keypoints[i, :, :2], expected[j, :, :2], atol=2.0)
+        np.testing.assert_allclose(ours.keypoints[i, :, 2], expected[j, :, 2], atol=0.01)
+
+
+def test_exports_keep_the_extra_outputs_by_name(pipelines):
+    """ONNX and OpenVINO artifacts name the prototypes' output; PyTorch gives both outputs."""
+    for backend in ('onnx', 'openvino'):
+        assert pipelines['segment', backend].runner.output_names == ['output0', 'output1']
+        assert pipelines['pose', backend].runner.output_names == ['output0']
+    shapes = pipelines['segment', 'cpu'].runner.output_shapes
+    assert shapes == [(1, 116, 8400), (1, 32, 160, 160)]
+    assert pipelines['pose', 'cpu'].runner.output_shapes == [(1, 56, 8400)]
+
+
+def test_label_image_higher_score_wins_and_zero_is_background():
+    masks = np.zeros((3, 4, 6), bool)
+    masks[0, :, :3] = True      # score 0.5
+    masks[1, :2, 2:5] = True    # score 0.9: wins the overlap with 0
+    masks[2, 3, 5] = True       # score 0.9, alone
+    result = SegmentResult(np.zeros((3, 4), np.float32), np.array([0.5, 0.9, 0.9], np.float32),
+                           np.zeros(3, np.int64), masks)
+    labels = result.label_image()
+    assert labels.dtype == np.uint16
+    assert labels[0, 2] == 2 and labels[3, 2] == 1 and labels[0, 0] == 1
+    assert labels[3, 5] == 3 and labels[3, 4] == 0
+    picked = result.select(np.array([2, 0]))
+    assert picked.masks[0, 3, 5] and picked.scores.tolist() == pytest.approx([0.9, 0.5])
+
+
+def _pose_manifest(**extra):
+    data = {'name': 'pose', 'task': 'pose', 'weights': 'yolov8n-pose.pt',
+            'input_size': [640, 640], 'backends': ['cpu', 'onnx']}
+    data.update(extra)
+    return parse_manifest(data)
+
+
+@pytest.mark.parametrize('blocks,problem', [
+    ({'keypoints': 'nose'}, 'expected a list of keypoint names'),
+    ({'keypoints': ['a', 'a']}, 'names a keypoint twice'),
+    ({'keypoints': ['a', '']}, 'field `keypoints[1]`'),
+    ({'keypoints': ['a', 'b'], 'skeleton': [[0, 2]]}, 'outside 0..1'),
+    ({'skeleton': [[0]]}, 'is not a pair'),
+    ({'skeleton': [[0, True]]}, 'is not a pair'),
+])
+def test_pose_manifest_blocks_are_checked(blocks, problem):
+    with pytest.raises(ManifestError, match=None) as info:
+        _pose_manifest(**blocks)
+    assert problem in str(info.value) and '\n' not in str(info.value)
+
+
+def test_pose_blocks_belong_to_pose_manifests():
+    with pytest.raises(ManifestError, match="task is 'detect'"):
+        parse_manifest({'name': 'd', 'task': 'detect', 'weights': 'x.pt',
+                        'input_size': [640, 640], 'backends': ['cpu'], 'keypoints': ['a']})
+
+
+def test_pose_keypoint_names_and_layout():
+    """Default names: COCO-17 for 17; listed names settle the count; a wrong count refused."""
+    task = PoseTask(_pose_manifest())
+    task.check_model([(1, 56, 8400)], ['person'])
+    assert task.names == COCO_KEYPOINTS and task.dims == 3 and task.skeleton == COCO_SKELETON
+    task = PoseTask(_pose_manifest(keypoints=['a', 'b', 'c', 'd'], skeleton=[[0, 1]]))
+    task.check_model([(1, 13, 8400)], ['person'])  # 4 + 1 + 4 x 2: no confidence
+    assert (task.names, task.dims, task.skeleton) == (('a', 'b', 'c', 'd'), 2, ((0, 1),))
+    other = PoseTask(_pose_manifest())
+    other.check_model([(1, 5 + 5 * 3, 10)], [])
+    assert other.names == tuple(f'kpt_{i}' for i in range(5)) and other.skeleton == ()
+    with pytest.raises(ManifestError, match=r'not a pose output \(1, 4 \+ 1 \+ 4 keypoints'):
+        PoseTask(_pose_manifest(keypoints=['a', 'b', 'c', 'd'])).check_model(
+            [(1, 56, 8400)], ['person'])
+    with pytest.raises(ManifestError, match="reads the output 'output0'"):
+        PoseTask(_pose_manifest()).check_model([(1, 56, 8400)], ['person'], ['kpts'])
+
+
+def _segment_manifest():
+    return parse_manifest({'name': 'seg', 'task': 'segment', 'weights': 'yolov8n-seg.pt',
+                           'input_size': [640, 640], 'backends': ['cpu', 'onnx']})
+
+
+def test_segment_outputs_are_checked_by_name_then_rank():
+    task = SegmentationTask(_segment_manifest())
+    labels = [f'c{i}' for i in range(80)]
+    task.check_model([(1, 32, 160, 160), (1, 116, 8400)], labels)  # by rank: swapped
+    assert task._positions == (1, 0)
+    task.check_model([(1, 32, 160, 160), (1, 116, 8400)], labels, ['output1', 'output0'])
+    assert task._positions == (1, 0)
+    with pytest.raises(ManifestError, match="needs outputs 'output0'.*'output1'.*'masks'"):
+        task.check_model([(1, 116, 8400), (1, 32, 160, 160)], labels, ['output0', 'masks'])
+    with pytest.raises(ManifestError, match='needs two outputs'):
+        task.check_model([(1, 84, 8400)], labels)
+    with pytest.raises(ManifestError, match='lists 80 class names but the model scores 81'):
+        task.check_model([(1, 117, 8400), (1, 32, 160, 160)], labels)
+
+
+def test_detect_weights_are_refused_for_a_segment_manifest(model_dir, engine_cache_dir):
+    """A -seg manifest pointing at detection weights fails configure in one line."""
+    from vision_nodes.loaders import ModelLoadError
+
+    manifest = replace(resolve_manifest('yolov8n_seg'), weights='yolov8n.pt')
+    with pytest.raises(ModelLoadError) as info:
+        build_pipeline(manifest, 'cpu', model_dir=str(model_dir), cache_dir=engine_cache_dir)
+    text = str(info.value)
+    assert "yolov8n.pt': the file holds a detect model but manifest 'yolov8n_seg' has task " \
+        "'segment': use `task: detect`" in text
+    assert '\n' not in text and text.count('yolov8n.pt') == 1

@@ -1,0 +1,133 @@
+"""3D boxes from 2D detections, an aligned depth map and the camera's intrinsics. ROS-free.
+
+For each detection the depth is a robust statistic of the valid depths (finite, > 0) inside
+its instance mask when there is one, else inside the central part of its box (the box's
+middle half each way, which holds the object rather than what lies around it): their
+median (over an even sample of them in a large region). The centre is the box centre
+back-projected at that depth with K (a pinhole camera: lens distortion is ignored, so use
+rectified images or accept the error near the edges); the width and height are the box's,
+back-projected at that depth; the depth extent is the range between the 10th and the 90th
+percentile of the valid depths. Coordinates are the camera's
+optical frame (x right, y down, z forward), in metres. A detection with too few valid depths
+is left out (and counted by the caller).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The central part of a box whose depths are used without a mask (fraction of each side).
+CORE_FRACTION = 0.5
+#: A detection needs at least this many valid depth pixels, and this share of its region.
+MIN_VALID_PIXELS = 4
+MIN_VALID_SHARE = 0.1
+#: Percentiles whose distance is the depth extent.
+EXTENT_PERCENTILES = (10.0, 90.0)
+#: The statistics of a large region are taken over an even sample of at least this many of
+#: its valid depths: they hardly move, and the cost stays flat whatever the size of the box.
+MAX_SAMPLES = 4096
+
+
+class IntrinsicsError(ValueError):
+    """A camera matrix 3D boxes cannot be computed with (one line)."""
+
+
+@dataclass(frozen=True)
+class Intrinsics:
+    """Pinhole intrinsics of the colour image, in its pixels (``K`` of CameraInfo)."""
+
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+
+    @classmethod
+    def from_k(cls, k: np.ndarray | list) -> 'Intrinsics':
+        """Read a row-major 3x3 ``K``; refuse one without positive finite focal lengths."""
+        values = np.asarray(k, dtype=np.float64).reshape(-1)
+        if values.shape[0] != 9 or not np.all(np.isfinite(values)):
+            raise IntrinsicsError('camera_info K is not 9 finite numbers')
+        if values[0] <= 0 or values[4] <= 0:
+            raise IntrinsicsError('camera_info K has no focal length (fx, fy must be > 0; an '
+                                  'uncalibrated camera sends K all zero): calibrate the camera '
+                                  'or publish its intrinsics on camera_info')
+        return cls(float(values[0]), float(values[4]), float(values[2]), float(values[5]))
+
+
+@dataclass
+class Boxes3D:
+    """3D boxes of the detections that had enough depth."""
+
+    #: Indices of those detections in the 2D detections.
+    index: np.ndarray     # (M,) int64
+    centers: np.ndarray   # (M, 3) float64 metres, optical frame
+    sizes: np.ndarray     # (M, 3) float64 metres (x, y, z extents)
+
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+
+def _region(box: np.ndarray, scale: tuple[float, float], shape: tuple[int, int],
+            fraction: float) -> tuple[int, int, int, int]:
+    """Pixel rows/columns [y0, y1) x [x0, x1) of a box's central ``fraction`` in the depth map."""
+    x1, y1, x2, y2 = (float(v) for v in box)
+    sx, sy = scale
+    cx, cy, hw, hh = (x1 + x2) / 2, (y1 + y2) / 2, (x2 - x1) * fraction / 2, \
+        (y2 - y1) * fraction / 2
+    x0, x1_ = int(np.floor((cx - hw) * sx)), int(np.ceil((cx + hw) * sx))
+    y0, y1_ = int(np.floor((cy - hh) * sy)), int(np.ceil((cy + hh) * sy))
+    h, w = shape
+    x0, y0 = min(max(x0, 0), w), min(max(y0, 0), h)
+    x1_, y1_ = min(max(x1_, x0 + 1), w), min(max(y1_, y0 + 1), h)
+    return y0, y1_, x0, x1_
+
+
+def boxes_3d(boxes_xyxy: np.ndarray, depth: np.ndarray, k: Intrinsics,
+             image_shape: tuple[int, int], labels: np.ndarray | None = None,
+             depth_scale: float = 1.0) -> Boxes3D:
+    """Compute the 3D boxes of detections from a depth map aligned with their image.
+
+    ``boxes_xyxy`` are in the colour image's pixels (``image_shape`` (height, width)); the depth
+    map (metres, NaN / 0 / inf where there is no return) may have another resolution and is
+    sampled proportionally; ``depth_scale`` turns its values into metres (0.001 for a 16UC1
+    image in millimetres, read as it is). ``labels`` (optional, the depth map's size; another
+    size is not used) is an instance label image: pixel = 1 + the index of the detection it
+    belongs to, 0 = none.
+    """
+    boxes = np.asarray(boxes_xyxy, dtype=np.float64).reshape(-1, 4)
+    shape = (int(depth.shape[0]), int(depth.shape[1]))
+    scale = (shape[1] / image_shape[1], shape[0] / image_shape[0])
+    if labels is not None and labels.shape[:2] != shape:
+        labels = None  # a mask of another size than the depth: fall back to the box core
+    keep, zs, extents = [], [], []
+    for i, box in enumerate(boxes):
+        full = labels is not None
+        y0, y1, x0, x1 = _region(box, scale, shape, 1.0 if full else CORE_FRACTION)
+        values = depth[y0:y1, x0:x1]
+        if full:
+            values = values[labels[y0:y1, x0:x1] == i + 1]
+        values = values.reshape(-1)
+        region = values.shape[0]
+        valid = values[np.isfinite(values) & (values > 0)]
+        if valid.shape[0] < max(MIN_VALID_PIXELS, MIN_VALID_SHARE * region):
+            continue
+        if valid.shape[0] > MAX_SAMPLES:
+            valid = valid[::valid.shape[0] // MAX_SAMPLES]
+        valid = valid.astype(np.float64) * depth_scale
+        low, mid, high = np.percentile(valid, (EXTENT_PERCENTILES[0], 50.0,
+                                               EXTENT_PERCENTILES[1]))
+        keep.append(i)
+        zs.append(mid)
+        extents.append(high - low)
+    index = np.asarray(keep, dtype=np.int64)
+    z = np.asarray(zs, dtype=np.float64)
+    kept = boxes[index]
+    # Box edges are pixel boundaries; K's principal point is in pixel-centre coordinates.
+    u = (kept[:, 0] + kept[:, 2]) / 2 - 0.5
+    v = (kept[:, 1] + kept[:, 3]) / 2 - 0.5
+    centers = np.stack([(u - k.cx) * z / k.fx, (v - k.cy) * z / k.fy, z], axis=1)
+    sizes = np.stack([(kept[:, 2] - kept[:, 0]) * z / k.fx,
+                      (kept[:, 3] - kept[:, 1]) * z / k.fy, np.asarray(extents)], axis=1)
+    return Boxes3D(index, centers.reshape(-1, 3), sizes.reshape(-1, 3))

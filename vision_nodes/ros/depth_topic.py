@@ -1,0 +1,112 @@
+"""An aligned depth image topic, paired with colour frames by stamp (``depth_source: topic``).
+
+REP 118 depth images: ``32FC1`` in metres or ``16UC1`` in millimetres, NaN or 0 where the
+sensor has no return. The newest few are kept; a colour frame takes the one whose stamp is
+nearest its own within ``depth_slop`` seconds, waiting up to that long for one still on its
+way (``message_filters`` is not available everywhere the node runs, and one pairing rule for
+one pair of topics needs no more than this). The subscription's QoS is chosen at activation
+as the image's ``qos_reliability: auto`` chooses it (reliable unless a publisher present then
+is best effort).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+import numpy as np
+from sensor_msgs.msg import Image
+
+from ..images import ImageConversionError
+from ..limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+from .qos import choose_qos
+
+#: Depth images kept for pairing (a few frames of a 30 Hz camera).
+KEEP = 8
+#: Queue depth of the depth subscription.
+DEPTH_QUEUE = 2
+#: Bytes per pixel and the factor to metres of each accepted encoding.
+DEPTH_ENCODINGS = {'32FC1': ('f4', 1.0), '16UC1': ('u2', 1e-3), 'mono16': ('u2', 1e-3)}
+
+
+def stamp_ns(stamp: Any) -> int:
+    """Return a ``builtin_interfaces/Time`` as integer nanoseconds."""
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def depth_view(msg: Any) -> tuple[np.ndarray, float]:
+    """Return (a view on a depth Image's pixels, the factor to metres); nothing is copied.
+
+    NaN, inf or 0 mean no return. Raises ImageConversionError in one line for another
+    encoding or inconsistent sizes.
+    """
+    kind = DEPTH_ENCODINGS.get(msg.encoding)
+    if kind is None:
+        raise ImageConversionError(
+            f"depth image encoding '{msg.encoding[:40]}' is not 32FC1 (metres) or 16UC1 "
+            '(millimetres): publish an aligned depth image in one of them (REP 118)')
+    height, width, step = int(msg.height), int(msg.width), int(msg.step)
+    dtype = np.dtype(kind[0]).newbyteorder('>' if msg.is_bigendian else '<')
+    data = memoryview(msg.data).cast('B')
+    if height * width > MAX_IMAGE_PIXELS or height * step > MAX_IMAGE_BYTES:
+        raise ImageConversionError(f'depth image of {width}x{height} is larger than accepted')
+    if step < width * dtype.itemsize or step % dtype.itemsize or len(data) < height * step \
+            or not height or not width:
+        raise ImageConversionError(
+            f'depth image is inconsistent: {width}x{height}, step {step}, {len(data)} bytes')
+    raw = np.frombuffer(data, dtype=np.uint8, count=height * step)
+    pixels = np.lib.stride_tricks.as_strided(raw.view(dtype), (height, width),
+                                             (step, dtype.itemsize), writeable=False)
+    return pixels, kind[1]
+
+
+class DepthTopic:
+    """The subscription to the depth topic and the newest depth images, by stamp."""
+
+    def __init__(self, node: Any, topic: str) -> None:
+        self._node = node
+        self._images: deque = deque(maxlen=KEEP)
+        self._arrived = threading.Condition()
+        #: The topic as resolved (for messages).
+        self.topic_name = node.resolve_topic_name(topic)
+        # Reliable unless a publisher there is best effort (depth images are large: a
+        # best-effort subscription loses the ones a dropped fragment breaks).
+        choice = choose_qos(node.get_publishers_info_by_topic(self.topic_name), DEPTH_QUEUE,
+                            self.topic_name)
+        node.get_logger().info(f'depth_topic: {choice.reason}')
+        self._sub = node.endpoints.subscription(Image, topic, self._on_depth, choice.profile,
+                                                label='depth_topic')
+        #: Whether any depth image arrived since activation.
+        self.heard = False
+
+    def _on_depth(self, msg: Any) -> None:
+        with self._arrived:
+            self._images.append((stamp_ns(msg.header.stamp), msg))
+            self.heard = True
+            self._arrived.notify_all()
+
+    def _nearest(self, stamp: int, slop_ns: int) -> tuple[Any, bool]:
+        """Return (the image nearest ``stamp`` within slop or None, whether a later came)."""
+        best, later = None, False
+        for got, msg in self._images:
+            later = later or got > stamp + slop_ns
+            if abs(got - stamp) <= slop_ns and (best is None or
+                                                abs(got - stamp) < abs(best[0] - stamp)):
+                best = (got, msg)
+        return (best[1] if best else None), later
+
+    def match(self, stamp: Any, slop_s: float) -> Any:
+        """Return the depth image paired with a colour frame of ``stamp`` (None: none)."""
+        target, slop_ns = stamp_ns(stamp), int(slop_s * 1e9)
+        with self._arrived:
+            msg, later = self._nearest(target, slop_ns)
+            if msg is None and not later:
+                self._arrived.wait_for(lambda: any(self._nearest(target, slop_ns)),
+                                       timeout=slop_s)
+                msg, _ = self._nearest(target, slop_ns)
+        return msg
+
+    def destroy(self) -> None:
+        """Destroy the subscription."""
+        self._node.endpoints.destroy(self._sub)
