@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Check every GPU path this machine can run against the CPU, and time it. No ROS needed.
 
-For each GPU path (PyTorch eager on CUDA at fp32 and fp16, ``torch.compile``, ONNX Runtime's
-CUDA and TensorRT execution providers, the TensorRT backend at fp32, fp16 and int8) that this
+For each GPU path (PyTorch on CUDA at fp32 and fp16 as the node runs it: the u8 frame
+converted and the detections decoded on the GPU, the module replayed as CUDA graphs; the same
+without graphs, and with the host's pre- and post-processing as before; ``torch.compile``;
+ONNX Runtime's CUDA and TensorRT execution providers; the TensorRT backend at fp32, fp16 and
+int8) that this
 machine can run, the model's detections on the bundled images (Ultralytics' ``bus.jpg`` and
 ``zidane.jpg``, or ``--images``) are compared with the CPU reference (ONNX Runtime on the
 CPU, fp32): every detection scoring at least 0.5 in either must have one of the same class in
@@ -24,6 +27,7 @@ and its detections differed from the CPU's (or a batched frame's from the unbatc
     python benchmarks/gpu_check.py --json gpu.json      # and the same as JSON
     python benchmarks/gpu_check.py --frames 200 --paths tensorrt-fp16 onnx-cuda
     python benchmarks/gpu_check.py --paths torch-cuda --batch 1 2 4
+    python benchmarks/gpu_check.py --paths torch-cuda-host torch-cuda-device torch-cuda
 
 Needs Python 3.10+, NumPy, OpenCV and ONNX Runtime (the reference), the model's weights
 (``VISION_NODES_MODEL_DIR``, or ``shared/models`` beside a checkout), and for each path its
@@ -67,11 +71,22 @@ class GpuPath:
     precision: str = 'fp32'
     provider: str = ''
     torch_compile: bool = False
+    #: PyTorch on a GPU: u8 frame converted and detections decoded there (RunnerConfig).
+    device_io: bool = True
+    #: PyTorch on a GPU: the eager module replayed as CUDA graphs (RunnerConfig).
+    cuda_graphs: bool = True
 
 
 PATHS = (
-    GpuPath('torch-cuda', 'PyTorch eager on CUDA', 'cuda'),
-    GpuPath('torch-cuda-fp16', 'PyTorch eager on CUDA, fp16', 'cuda', 'fp16'),
+    GpuPath('torch-cuda-host', 'PyTorch eager on CUDA, pre/post-processing on the host',
+            'cuda', device_io=False, cuda_graphs=False),
+    GpuPath('torch-cuda-device', 'PyTorch eager on CUDA, pre/post-processing on the GPU',
+            'cuda', cuda_graphs=False),
+    GpuPath('torch-cuda', 'PyTorch on CUDA as the node runs it: pre/post-processing on the '
+            'GPU, CUDA graphs', 'cuda'),
+    GpuPath('torch-cuda-fp16-host', 'PyTorch eager on CUDA, fp16, pre/post-processing on '
+            'the host', 'cuda', 'fp16', device_io=False, cuda_graphs=False),
+    GpuPath('torch-cuda-fp16', 'PyTorch on CUDA, fp16, as the node runs it', 'cuda', 'fp16'),
     GpuPath('torch-compile', 'PyTorch torch.compile on CUDA', 'cuda', torch_compile=True),
     GpuPath('onnx-cuda', 'ONNX Runtime, CUDA execution provider', 'onnx', provider='cuda'),
     GpuPath('onnx-tensorrt', 'ONNX Runtime, TensorRT execution provider', 'onnx',
@@ -97,12 +112,20 @@ class Outcome:
     mismatches: list[str] = field(default_factory=list)
     batches: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def ratio(self) -> float | None:
+        """Return pipeline / bare: what the pre- and post-processing add to the network."""
+        if not self.bare_ms or self.pipeline_ms is None:
+            return None
+        return round(self.pipeline_ms / self.bare_ms, 3)
+
     def as_dict(self) -> dict[str, Any]:
         return {'path': self.path.name, 'what': self.path.what, 'backend': self.path.backend,
                 'precision': self.path.precision, 'provider': self.path.provider or None,
                 'status': self.status, 'reason': self.reason or None,
                 'detections': self.detections, 'bare_ms': self.bare_ms,
-                'pipeline_ms': self.pipeline_ms, 'stages_ms': self.stages_ms,
+                'pipeline_ms': self.pipeline_ms, 'pipeline_over_bare': self.ratio,
+                'stages_ms': self.stages_ms,
                 'mismatches': self.mismatches, 'batches': self.batches}
 
 
@@ -286,7 +309,7 @@ def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
             device=setup.device,
             precision=path.precision, execution_provider=path.provider,
             calibration_dir=str(setup.calibration_dir), torch_compile=path.torch_compile,
-            log=setup.log)
+            device_io=path.device_io, cuda_graphs=path.cuda_graphs, log=setup.log)
     except Exception as exc:  # noqa: BLE001 - any load failure is this path's result
         outcome.status = 'cannot run'
         outcome.reason = f'load failed: {type(exc).__name__}: {str(exc).splitlines()[0]}'
@@ -340,7 +363,7 @@ def _cell(value: float | None) -> str:
 def table(outcomes: Sequence[Outcome]) -> str:
     """Format the outcomes as a Markdown table, then the paths that could not run and why."""
     head = ['path', 'status', 'detections (>= 0.5)', 'bare ms', 'pipeline ms',
-            *[f'{s} ms' for s in STAGES]]
+            *[f'{s} ms' for s in STAGES], 'pipeline / bare']
     lines = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
     skipped = []
     for o in outcomes:
@@ -348,7 +371,8 @@ def table(outcomes: Sequence[Outcome]) -> str:
             skipped.append(f'- {o.path.name} ({o.path.what}): {o.reason}')
             continue
         row = [o.path.name, o.status, ', '.join(map(str, o.detections)), _cell(o.bare_ms),
-               _cell(o.pipeline_ms), *[_cell(o.stages_ms.get(s)) for s in STAGES]]
+               _cell(o.pipeline_ms), *[_cell(o.stages_ms.get(s)) for s in STAGES],
+               '' if o.ratio is None else f'{o.ratio:.3f}']
         lines.append('| ' + ' | '.join(row) + ' |')
     for o in outcomes:
         lines += [f'  {o.path.name}: {m}' for m in o.mismatches]

@@ -73,8 +73,8 @@ if [[ ! -f "$STAMP" ]]; then
   echo "setup_env: installing vision_nodes (editable)"
   "$py" -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation \
     -e "$ROOT" >>"$LOG" 2>&1 || fail "pip install -e . failed"
-  "$py" -c 'import rclpy, vision_msgs.msg, vision_nodes_msgs.msg, onnxruntime, openvino, torch,
-import ultralytics, vision_nodes' >>"$LOG" 2>&1 || fail "the environment does not import"
+  "$py" -c 'import rclpy, vision_msgs.msg, vision_nodes_msgs.msg, onnxruntime, openvino
+import torch, ultralytics, lap, vision_nodes' >>"$LOG" 2>&1 || fail "the environment does not import"
   echo "$want_hash" > "$STAMP"
   echo "setup_env: ready ($VENV)"
 fi

@@ -517,7 +517,8 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
                 assert calibrator is not None, 'INT8 without a calibrator'
                 assert calibrator.get_batch_size() == 1
                 assert calibrator.read_calibration_cache() is None
-                shape = profile[1]
+                chosen = config._calibration_profile
+                shape = chosen._shapes[name][1] if chosen is not None else profile[1]
                 while True:
                     pointers = calibrator.get_batch([name])
                     if not pointers:
@@ -549,7 +550,8 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
             self._outputs = [o.name for o in self._session.get_outputs()]
             self._device = cudart.state.device
             lo, _, hi = header['profile']
-            self._dynamic = lo != hi
+            self._dynamic = lo[2:] != hi[2:]
+            self._batched = lo[0] != hi[0]
 
         @property
         def num_io_tensors(self):
@@ -569,8 +571,14 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
                 shape = list(self._header['profile'][2])
                 if self._dynamic:
                     shape[2] = shape[3] = -1
+                if self._batched:
+                    shape[0] = -1
                 return tuple(shape)
             return (-1,)
+
+        def get_tensor_profile_shape(self, name, profile_index):
+            assert name == self._input and profile_index == 0
+            return [tuple(s) for s in self._header['profile']]
 
         def create_execution_context(self):
             record('create_execution_context')

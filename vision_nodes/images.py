@@ -120,6 +120,9 @@ CAMERA_ENCODINGS: dict[str, CameraEncoding] = {
 
 #: Every encoding a colour model accepts from a message: read as it is, or converted first.
 COLOR_INPUTS = COLOR_ENCODINGS + tuple(CAMERA_ENCODINGS)
+#: Channel order of the u8 image a model with its pre-processing embedded takes (the task
+#: hands it, the runtime converts it): most cameras send bgr8.
+U8_INPUT_ORDER = 'bgr'
 
 #: BT.601 video range YUV → RGB as one affine map over (Y, U, V): OpenCV's coefficients for
 #: its 4:2:0 and 4:2:2 conversions, which have no 4:4:4 counterpart.

@@ -72,5 +72,14 @@ MAX_PARAMS_FILE_BYTES = 1 << 20
 MAX_TENSORRT_WORKSPACE_BYTES = 4 << 30
 #: Largest TensorRT timing cache read back from the engine cache folder (bytes).
 MAX_TENSORRT_TIMING_CACHE_BYTES = 64 << 20
+#: Most image inputs (cameras) one node serves (``image_topics``), and the largest batch of
+#: frames one inference runs (``max_batch``): an engine or export is built for the range.
+MAX_CAMERAS = 16
+MAX_BATCH = 16
+#: Longest wait, in milliseconds, for more cameras' frames before a batch runs.
+MAX_BATCH_WINDOW_MS = 1000.0
+#: PyTorch on a GPU: most CUDA graphs kept per model (one input shape at a time, one graph
+#: per kind of input at it: the u8 image and the float tensor).
+MAX_CUDA_GRAPHS = 4
 #: Largest tracker configuration YAML (``tracker_config``), in bytes.
 MAX_TRACKER_CONFIG_BYTES = 64 << 10

@@ -106,6 +106,10 @@ class ModelManifest:
     task_blocks: tuple[tuple[str, Any], ...] = ()
     #: Input sides are multiples of this (32 for YOLO, the patch size 14 for Depth Anything).
     stride: int = 32
+    #: Most frames one run of the model takes (several cameras batched into one inference).
+    #: Not a manifest key: the pipeline sets it from the node's ``max_batch`` so that every
+    #: artifact step (export axes, engine profile, cache keys) sees the batch range.
+    max_batch: int = 1
 
     def block(self, name: str) -> Any:
         """Return the task's parsed block ``name`` (e.g. 'depth'); None when there is none."""

@@ -64,13 +64,48 @@ class LoadedModel:
 
     def process(self, image: np.ndarray, encoding: str, params: Any) -> Any:
         """Run one decoded image array through the model; results are in source terms."""
+        shape = self._prepare(image)
+        tensor, meta = self.task.preprocess(image, encoding, shape)
+        outputs = self.runner.infer(tensor)
+        return self.task.postprocess(outputs, meta, params)
+
+    def _prepare(self, image: np.ndarray) -> tuple[int, int]:
         shape = self.input_shape(image.shape[:2])
         if shape != self._prepared:
             self.runner.prepare_shape(shape)
             self._prepared = shape
-        tensor, meta = self.task.preprocess(image, encoding, shape)
-        outputs = self.runner.infer(tensor)
-        return self.task.postprocess(outputs, meta, params)
+        return shape
+
+    def process_batch(self, frames: Sequence[tuple[np.ndarray, str]], params: Any
+                      ) -> list[Any]:
+        """Run several decoded images; return each one's results, in ``frames``' order.
+
+        Frames whose network input has the same shape (rect inference: the same aspect
+        ratio) run together, up to the runner's ``max_batch`` frames a run; other shapes run
+        as runs of their own. Each result equals :meth:`process` on its frame alone.
+        """
+        groups: dict[tuple[int, int], list[int]] = {}
+        for index, (image, _) in enumerate(frames):
+            groups.setdefault(self.input_shape(image.shape[:2]), []).append(index)
+        results: list[Any] = [None] * len(frames)
+        size = max(1, self.runner.max_batch)
+        for indices in groups.values():
+            for start in range(0, len(indices), size):
+                chunk = indices[start:start + size]
+                done = self._run_batch([frames[i] for i in chunk], params)
+                for index, result in zip(chunk, done):
+                    results[index] = result
+        return results
+
+    def _run_batch(self, frames: Sequence[tuple[np.ndarray, str]], params: Any) -> list[Any]:
+        """Frames of one network shape as one run (at most ``max_batch`` of them)."""
+        if len(frames) == 1:
+            return [self.process(frames[0][0], frames[0][1], params)]
+        shape = self._prepare(frames[0][0])
+        prepared = [self.task.preprocess(image, encoding, shape) for image, encoding in frames]
+        outputs = self.runner.infer(np.concatenate([tensor for tensor, _ in prepared]))
+        return [self.task.postprocess([out[i:i + 1] for out in outputs], meta, params)
+                for i, (_, meta) in enumerate(prepared)]
 
     def close(self) -> None:
         """Unload the runner and free its memory."""
@@ -163,13 +198,19 @@ def _model(manifest: ModelManifest, runner: Runner, task: Task) -> LoadedModel:
         except BaseException:
             runner.unload()
             raise
+    if runner.supports_u8_input and getattr(task, 'supports_u8_input', False):
+        runner.takes_u8 = task.u8_input = True  # the pre-processing runs in the runtime
+    if runner.supports_device_outputs and getattr(task, 'decodes_device_outputs', False):
+        runner.device_outputs = True  # decode and NMS where the outputs are
     return LoadedModel(manifest, runner, task, labels)
 
 
 def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_dir: str = '',
                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
                    execution_provider: str = '', calibration_dir: str = '',
-                   torch_compile: bool = True, log: Log = _no_log) -> LoadedModel:
+                   torch_compile: bool = True, device_io: bool = True,
+                   cuda_graphs: bool = True, log: Log = _no_log, max_batch: int = 1
+                   ) -> LoadedModel:
     """Create the task, resolve the weights, create and load the runner (one model).
 
     The same path as :func:`build_pipelines` (``auto`` included), for one model.
@@ -177,27 +218,33 @@ def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_d
     return build_pipelines(
         [manifest], backend, model_dir=model_dir, cache_dir=cache_dir, device=device,
         precision=precision, execution_provider=execution_provider,
-        calibration_dir=calibration_dir, torch_compile=torch_compile, log=log).models[0]
+        calibration_dir=calibration_dir, torch_compile=torch_compile, device_io=device_io,
+        cuda_graphs=cuda_graphs, log=log, max_batch=max_batch).models[0]
 
 
 def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection, *,
                     model_dir: str = '', cache_dir: str | Path = '', device: str = '',
                     precision: str = 'fp32', execution_provider: str = '',
                     calibration_dir: str = '', torch_compile: bool = True,
-                    log: Log = _no_log) -> Pipeline:
+                    device_io: bool = True, cuda_graphs: bool = True,
+                    log: Log = _no_log, max_batch: int = 1) -> Pipeline:
     """Load every model on one backend: the candidates of :func:`~.runners.registry.select`.
 
     ``backend`` is a backend name, ``auto``, or a :class:`~.runners.registry.Selection` the
     caller already made (the decision is taken once). With ``auto`` the candidates are
     loaded best first: one on which any model fails to load is given up as a whole (the
     models already loaded are unloaded) and the next one is tried, so all models always
-    share one backend. A named backend that fails raises its error.
+    share one backend. A named backend that fails raises its error. ``max_batch`` > 1 loads
+    every model for runs of up to that many frames (:meth:`LoadedModel.process_batch`).
     """
     if not manifests:
         raise ValueError('no model to load')
+    if max_batch > 1:
+        manifests = [replace(m, max_batch=int(max_batch)) for m in manifests]
     tasks = [create_task(m) for m in manifests]
     options = dict(device=device, precision=precision, execution_provider=execution_provider,
-                   calibration_dir=calibration_dir, torch_compile=torch_compile, log=log)
+                   calibration_dir=calibration_dir, torch_compile=torch_compile,
+                   device_io=device_io, cuda_graphs=cuda_graphs, log=log)
     selection = backend if isinstance(backend, Selection) else select(manifests, backend, log)
     backend = selection.requested
     failures = []

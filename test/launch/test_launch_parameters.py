@@ -117,3 +117,16 @@ def test_launch_arguments_describe_the_parameters_they_set():
         kwargs = _from_spec(name, 'the default')
         assert kwargs['description'].startswith(SPECS[name].description), name
         assert kwargs.get('choices', [''])[1:] == [c for c in SPECS[name].choices if c], name
+
+
+def test_camera_arguments_reach_the_node_typed(tmp_path):
+    """image_topics/output_namespaces are lists (``a,b`` or ``[a, b]``), batch_window a
+    number and max_batch an integer; a word where a number goes is one clear error."""
+    arguments = dict(NO_ARGUMENTS, image_topics='/front/image_raw,/rear/image_raw',
+                     output_namespaces='[/f, /r]', batch_window='2', max_batch='3')
+    values = _effective(node_parameters('yolov8n', '', arguments), tmp_path)
+    assert list(values['image_topics']) == ['/front/image_raw', '/rear/image_raw']
+    assert list(values['output_namespaces']) == ['/f', '/r']
+    assert values['batch_window'] == 2.0 and values['max_batch'] == 3
+    with pytest.raises(RuntimeError, match=r"max_batch:='two' is not an integer"):
+        node_parameters('yolov8n', '', dict(NO_ARGUMENTS, max_batch='two'))

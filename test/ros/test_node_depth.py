@@ -176,3 +176,41 @@ def test_bad_depth_frames_do_not_stop_the_node(depth_manifests, engine_cache_dir
         assert publish_until_answered(images, bus_msg, relative, 30.0) is not None
     finally:
         h.close()
+
+
+def test_two_cameras_each_republish_their_own_camera_info(
+        depth_manifests, engine_cache_dir, bus_msg):
+    """image_topics [/front/image_raw, /rear/image_raw] with a depth model (exported with a
+    batch axis): each camera's depth is on its own namespace, and its depth/camera_info is
+    its own camera's (/front/camera_info), never the other's."""
+    h = Harness(_params(engine_cache_dir, model=depth_manifests['metric'],
+                        publish_camera_info=True,
+                        image_topics=['/front/image_raw', '/rear/image_raw']),
+                'vn_depth_cameras')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        got = {}
+        for n, fx in (('front', 400.0), ('rear', 700.0)):
+            depth = c.subscribe(Image, f'/{n}/depth', 5)
+            infos = c.subscribe(CameraInfo, f'/{n}/depth/camera_info', 5)
+            info_pub = c.publisher(CameraInfo, f'/{n}/camera_info', 10)
+            images = c.publisher(Image, f'/{n}/image_raw', 10)
+            info = CameraInfo(height=bus_msg.height, width=bus_msg.width,
+                              distortion_model='plumb_bob')
+            info.k = np.array([fx, 0, 540, 0, fx, 405, 0, 0, 1])
+            assert wait_for(lambda p=info_pub: p.get_subscription_count() == 1, 30.0)
+            republished = None
+            for i in range(30):  # as a camera does: camera_info beside every image
+                bus_msg.header.frame_id = f'{n}_{i}'
+                info_pub.publish(info)
+                images.publish(bus_msg)
+                frame = depth.get(1.0, lambda m, f=f'{n}_{i}': m.header.frame_id == f)
+                republished = infos.get(1.0, lambda m, f=f'{n}_{i}': m.header.frame_id == f)
+                if frame is not None and republished is not None:
+                    break
+            assert republished is not None, n
+            got[n] = list(republished.k)
+        assert got['front'][0] == 400.0 and got['rear'][0] == 700.0
+    finally:
+        h.close()

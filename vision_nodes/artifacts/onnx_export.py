@@ -11,6 +11,8 @@ For letterboxed models with rect inference on (the manifest's default), the grap
 height and width (and the output dimensions that follow them), so runtimes that allow it run
 other shapes than ``input_size``; ``input_size`` is the shape it was traced at and the largest
 the node asks for. Other models (stretched to their input size) are exported static.
+A model loaded for batches (``max_batch`` > 1: several cameras in one run) also has a dynamic
+batch axis, and its cache key says so (one export serves every batch size).
 """
 
 from __future__ import annotations
@@ -69,13 +71,18 @@ def dynamic_export(manifest: ModelManifest) -> bool:
     return manifest.rect and manifest.preprocessing.letterbox
 
 
+def batch_export(manifest: ModelManifest) -> bool:
+    """Whether the export asks for a dynamic batch axis (the model runs batches of frames)."""
+    return manifest.max_batch > 1
+
+
 Log = Callable[[str], None]
 
 
 def onnx_cache_fields(manifest: ModelManifest, weights: Path, precision: str,
                       opset: int = DEFAULT_OPSET) -> dict[str, Any]:
     """Return the fields that make up the ONNX artifact's cache key."""
-    return {
+    fields = {
         'weights_sha256': weights_sha256(weights),
         'architecture': manifest.architecture,
         'input_size': list(manifest.input_size),
@@ -84,6 +91,9 @@ def onnx_cache_fields(manifest: ModelManifest, weights: Path, precision: str,
         'dynamic': dynamic_export(manifest),
         'exporter': f'vision_nodes-onnx/{EXPORTER_VERSION}',
     }
+    if batch_export(manifest):  # absent for batch 1: single-frame exports keep their key
+        fields['batch'] = 'dynamic'
+    return fields
 
 
 def export_onnx(manifest: ModelManifest, weights: Path, out_path: Path,
@@ -105,6 +115,8 @@ def export_onnx(manifest: ModelManifest, weights: Path, out_path: Path,
         warnings.simplefilter('ignore', torch.jit.TracerWarning)
         dynamic_axes = _dynamic_axes(module, example, output_names) \
             if dynamic_export(manifest) else {}
+        if batch_export(manifest):
+            _add_batch_axes(dynamic_axes, module, example, output_names)
         torch.onnx.export(module, (example,), str(out_path), opset_version=opset,
                           input_names=['images'], output_names=output_names,
                           dynamic_axes=dynamic_axes or None, do_constant_folding=True,
@@ -172,6 +184,16 @@ def _dynamic_axes(module: Any, example: Any, output_names: list[str]
     return axes
 
 
+def _add_batch_axes(axes: dict[str, dict[int, str]], module: Any, example: Any,
+                    output_names: list[str]) -> None:
+    """Add the batch axis (dimension 0) of the input and of every output to ``axes``."""
+    out = module(example)
+    count = len(out) if isinstance(out, (tuple, list)) else 1
+    names = list(output_names) + [f'output{i}' for i in range(len(output_names), count)]
+    for name in ['images'] + names[:count]:
+        axes.setdefault(name, {})[0] = 'batch'
+
+
 def ensure_onnx(manifest: ModelManifest, weights: Path, cache: ArtifactCache,
                 precision: str = 'fp32', opset: int = DEFAULT_OPSET,
                 log: Log | None = None) -> CacheEntry:
@@ -181,6 +203,7 @@ def ensure_onnx(manifest: ModelManifest, weights: Path, cache: ArtifactCache,
 
     def build(folder: Path) -> None:
         shape = 'dynamic height and width' if dynamic_export(manifest) else 'static shape'
+        shape += ', dynamic batch' if batch_export(manifest) else ''
         say(f'artifacts: exporting {clip(weights.name)} to ONNX (opset {opset}, {shape}) into '
             'the engine cache')
         started = time.monotonic()

@@ -267,7 +267,7 @@ def _network_profile(trt: ModuleType, network: Any, input_size: Sequence[int],
                                f'{dims}; expected NCHW (4 dimensions)')
     if dims[2] == -1 and dims[3] == -1:
         return tensor.name, requested
-    fixed = static_profile((dims[2], dims[3]))
+    fixed = static_profile((dims[2], dims[3]), requested[2][0] if dims[0] == -1 else 1)
     if (dims[2], dims[3]) != tuple(int(v) for v in input_size):
         raise EngineBuildError(
             f"the ONNX model's input '{clip(tensor.name)}' is fixed at {dims[2]}x{dims[3]} "
@@ -361,6 +361,19 @@ def _parse(trt: ModuleType, network: Any, onnx_bytes: bytes, onnx_path: Path | N
         raise EngineBuildError(f'TensorRT cannot parse the ONNX model: {errors or "no detail"}')
 
 
+def _calibration_profile(builder: Any, name: str, profile: Profile, shapes: Any) -> Any:
+    """Return the profile int8 calibration runs at: its opt shape is one image at input_size.
+
+    The calibrator feeds one image a batch; a profile for batches (opt = ``max_batch``
+    images) gets a calibration profile of its own, with an opt batch of one.
+    """
+    if profile[1][0] == 1:
+        return shapes
+    single = builder.create_optimization_profile()
+    single.set_shape(name, profile[0], (1,) + tuple(profile[1][1:]), profile[2])
+    return single
+
+
 def _build(trt, onnx_bytes, precision, input_size, profile, strongly_typed, log, calibration,
            rt, onnx_path, workspace, timing_path):
     builder = trt.Builder(tensorrt_logger(trt))
@@ -383,7 +396,7 @@ def _build(trt, onnx_bytes, precision, input_size, profile, strongly_typed, log,
         calibrator = _calibrator(trt, rt, tensors, count, log)
         config.int8_calibrator = calibrator
         if profile[0] != profile[2]:
-            config.set_calibration_profile(shapes)
+            config.set_calibration_profile(_calibration_profile(builder, name, profile, shapes))
     facts: dict[str, Any] = {
         'input': name, 'dynamic': profile[0] != profile[2],
         'profile': {'min': list(profile[0]), 'opt': list(profile[1]), 'max': list(profile[2])},

@@ -30,28 +30,33 @@ def engine_file_name(model: str, precision: str) -> str:
     return f'{safe}_{precision}.engine'
 
 
-def static_profile(input_size: Sequence[int]) -> Profile:
-    """Return the profile of a fixed-shape engine: min = opt = max = input_size."""
-    shape = (1, 3, int(input_size[0]), int(input_size[1]))
-    return shape, shape, shape
+def static_profile(input_size: Sequence[int], batch: int = 1) -> Profile:
+    """Return the profile of a fixed-shape engine: input_size, batches 1 (min) to ``batch``."""
+    height, width = int(input_size[0]), int(input_size[1])
+    return (1, 3, height, width), (batch, 3, height, width), (batch, 3, height, width)
 
 
-def rect_profile(input_size: Sequence[int], stride: int = 32) -> Profile:
+def rect_profile(input_size: Sequence[int], stride: int = 32, batch: int = 1) -> Profile:
     """Return the profile of a rect-inference engine: stride multiples up to ``input_size``.
 
     Rect inference keeps the long side at input_size and rounds the other up to the stride,
     so every shape it makes lies between one stride and input_size on each side. opt is the
-    full input_size: fixed-shape use and int8 calibration run there.
+    full input_size at the largest batch: fixed-shape use, batched cameras and int8
+    calibration run there.
     """
     height, width = int(input_size[0]), int(input_size[1])
-    return (1, 3, stride, stride), (1, 3, height, width), (1, 3, height, width)
+    return (1, 3, stride, stride), (batch, 3, height, width), (batch, 3, height, width)
 
 
 def model_profile(manifest: 'ModelManifest') -> Profile:
-    """Return the profile a model's engine is built for: rect when it letterboxes with ``rect``."""
+    """Return the profile a model's engine is built for: rect when it letterboxes with ``rect``.
+
+    The batch dimension runs from 1 to the manifest's ``max_batch`` (one per camera batched).
+    """
+    batch = max(1, int(manifest.max_batch))
     if manifest.rect and manifest.preprocessing.letterbox:
-        return rect_profile(manifest.input_size, manifest.stride)
-    return static_profile(manifest.input_size)
+        return rect_profile(manifest.input_size, manifest.stride, batch)
+    return static_profile(manifest.input_size, batch)
 
 
 def workspace_bytes(gpu: 'GpuInfo') -> int:

@@ -103,6 +103,12 @@ def dynamic_hw(model: Any) -> bool:
                 and shape[3].is_dynamic)
 
 
+def dynamic_batch(model: Any) -> bool:
+    """Whether the model's image input takes any number of images (batches)."""
+    shape = model.inputs[0].get_partial_shape()
+    return bool(shape.rank.is_static and len(shape) == 4 and shape[0].is_dynamic)
+
+
 def compiled_facts(compiled: Any) -> dict[str, Any]:
     """Return where and how a compiled model runs: devices, streams, threads, pinning."""
     info: dict[str, Any] = {'execution_devices': list(

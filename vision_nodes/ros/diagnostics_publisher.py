@@ -82,4 +82,6 @@ class DiagnosticsPublisher:
             self._frames.stats.snapshot(), facts, limits, state,
             explain_silence=sub.explain_silence if sub else (lambda: ''),
             device_memory_bytes=device_memory, extra=extra)
-        self._pub.publish(diagnostic_array(self._node.get_clock().now().to_msg(), status))
+        cameras = sub.statuses(facts, limits, state) if hasattr(sub, 'statuses') else []
+        self._pub.publish(diagnostic_array(self._node.get_clock().now().to_msg(), status,
+                                           *cameras))

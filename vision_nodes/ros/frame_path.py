@@ -63,7 +63,12 @@ class FramePath:
     """Take one frame at a time from the image subscription; run it; publish its results."""
 
     def __init__(self, node: Any, log_error: Callable[[str], None],
-                 lazy: Callable[[], bool]) -> None:
+                 lazy: Callable[[], bool], sink: Any = None) -> None:
+        """Take frames for this path's inference thread, or for ``sink`` (``put(msg)``).
+
+        A camera of a multi-camera node hands its frames to the batcher (:mod:`.batcher`),
+        which calls :meth:`reopen` when it is done with one.
+        """
         self._node = node
         self._log_error = log_error
         self._lazy = lazy
@@ -73,7 +78,7 @@ class FramePath:
         self.stats = FrameStats()
         self._lock = threading.RLock()  # the models, against transitions
         self.models: list[ServedModel] = []
-        self._frames: queue.SimpleQueue = queue.SimpleQueue()
+        self._frames: Any = sink if sink is not None else queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._helpers: dict[str, ThreadPoolExecutor] = {}
         #: Publication sequence number of the last frame taken, per publisher.
@@ -87,13 +92,17 @@ class FramePath:
 
     def start(self) -> None:
         """Start the inference thread, with the gate open and the counts at zero."""
-        self.stats.reset()
-        self._last_seq.clear()
-        self.gate.open = True
+        self.reset()
         self._helpers = {m.name: ThreadPoolExecutor(1, thread_name_prefix=m.name)
                          for m in self.models[1:]}
         self._thread = threading.Thread(target=self._loop, name='inference', daemon=True)
         self._thread.start()
+
+    def reset(self) -> None:
+        """Set the counts to zero, forget sequence numbers, open the gate."""
+        self.stats.reset()
+        self._last_seq.clear()
+        self.gate.open = True
 
     def stop(self) -> None:
         """Finish the frame in flight and stop the inference thread (idempotent)."""
@@ -143,8 +152,16 @@ class FramePath:
             try:
                 self._process(msg)
             finally:
-                self.gate.open = True
-                self._wake.trigger()
+                self.reopen()
+
+    def close(self) -> None:
+        """Destroy the wake-up guard condition (a camera's path lives for one activation)."""
+        self._node.destroy_guard_condition(self._wake)
+
+    def reopen(self) -> None:
+        """Open the gate after a frame: the newest frame waiting in the middleware comes next."""
+        self.gate.open = True
+        self._wake.trigger()
 
     def _process(self, msg: Any) -> None:
         """Convert once, run every wanted model, publish each result."""

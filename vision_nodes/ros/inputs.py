@@ -31,7 +31,9 @@ class ImageInput:
     """The subscription to the raw or compressed image topic, re-creatable with another QoS."""
 
     def __init__(self, node: Any, callback: Callable[..., None], param: Callable[[str], Any],
-                 log_error: Callable[[str], None], callback_group: Any = None) -> None:
+                 log_error: Callable[[str], None], callback_group: Any = None,
+                 topic: str = 'image') -> None:
+        """Subscribe (later) to ``topic``: ``image`` (remappable), or one of ``image_topics``."""
         self._node = node
         self._callback = callback
         self._group = callback_group
@@ -41,15 +43,15 @@ class ImageInput:
         transport = param('image_transport')
         self.transport = transport
         if transport == 'compressed':
-            self.msg_type, self._name = CompressedImage, compressed_topic(node)
+            self.msg_type, self._name = CompressedImage, compressed_topic(node, topic)
             self.type_name = 'sensor_msgs/msg/CompressedImage'
         else:
-            self.msg_type, self._name = Image, 'image'
+            self.msg_type, self._name = Image, topic
             self.type_name = 'sensor_msgs/msg/Image'
         #: The topic subscribed: the name resolved as rcl resolves it (remapping applied).
         self.topic_name = node.resolve_topic_name(self._name)
         #: How errors name this input: the name its remap rule takes (also for compressed).
-        self.label = 'image'
+        self.label = topic
         self._sub = None
         #: The QoS of the current (or last) subscription.
         self.qos: QoSProfile | None = None

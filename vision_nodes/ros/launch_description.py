@@ -30,10 +30,13 @@ PACKAGE = 'vision_nodes'
 EXECUTABLE = 'vision_node'
 LOG_LEVELS = ['debug', 'info', 'warn', 'error', 'fatal']
 DEFAULT_BACKEND = 'auto'
-#: Parameters that a non-empty launch argument of the same name overrides (all strings but
-#: ``models``, a list written ``a,b`` or ``[a, b]``).
+#: Parameters that a non-empty launch argument of the same name overrides (strings, the
+#: lists of :data:`LISTS` written ``a,b`` or ``[a, b]``, and the numbers of :data:`NUMBERS`).
 OVERRIDABLE = ('model', 'models', 'backend', 'model_dir', 'engine_cache_dir',
-               'image_transport')
+               'image_transport', 'image_topics', 'output_namespaces', 'batch_window',
+               'max_batch')
+LISTS = ('models', 'image_topics', 'output_namespaces')
+NUMBERS = ('batch_window', 'max_batch')
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,14 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
         DeclareLaunchArgument('image_transport', **_from_spec(
             'image_transport', SPECS['image_transport'].default)),
         DeclareLaunchArgument('model_dir', **_from_spec('model_dir', "the node's default")),
+        DeclareLaunchArgument('image_topics', **_from_spec(
+            'image_topics', 'none (image_topic)', ' Written `a,b` or `[a, b]`.')),
+        DeclareLaunchArgument('output_namespaces', **_from_spec(
+            'output_namespaces', "each image topic's namespace", ' Written `a,b`.')),
+        DeclareLaunchArgument('batch_window', **_from_spec(
+            'batch_window', str(SPECS['batch_window'].default))),
+        DeclareLaunchArgument('max_batch', **_from_spec(
+            'max_batch', str(SPECS['max_batch'].default))),
         DeclareLaunchArgument(
             'params_file', default_value=default_params_file, description=params_help),
         DeclareLaunchArgument('engine_cache_dir', **_from_spec(
@@ -125,15 +136,25 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
     return args
 
 
-def model_list(text: str) -> list[str]:
-    """Parse the ``models`` launch argument: ``a,b`` or a YAML list ``[a, b]``."""
+def model_list(text: str, name: str = 'models') -> list[str]:
+    """Parse a list launch argument (``models``, ``image_topics``): ``a,b`` or ``[a, b]``."""
     text = text.strip()
     if text.startswith('['):
         parsed = yaml.safe_load(text)
         if not isinstance(parsed, list) or not all(isinstance(v, str) for v in parsed):
-            raise RuntimeError(f'models:={text!r} is not a list of manifest names')
+            raise RuntimeError(f'{name}:={text!r} is not a list of names')
         return [v.strip() for v in parsed if v.strip()]
     return [v.strip() for v in text.split(',') if v.strip()]
+
+
+def _number(name: str, text: str) -> int | float:
+    """Parse a number launch argument as its parameter's type; RuntimeError in one line."""
+    kind = type(SPECS[name].default)
+    try:
+        return kind(text.strip())
+    except ValueError:
+        what = 'an integer' if kind is int else 'a number'
+        raise RuntimeError(f'{name}:={text!r} is not {what}') from None
 
 
 def node_parameters(default_model: str, params_file: str, arguments: dict[str, str],
@@ -167,8 +188,12 @@ def node_parameters(default_model: str, params_file: str, arguments: dict[str, s
         for name in _names_set_in(params_file, node):
             overrides.pop(name, None)
     given: dict[str, Any] = {name: value for name, value in arguments.items() if value}
-    if 'models' in given:
-        given['models'] = model_list(given['models'])
+    for name in LISTS:
+        if name in given:
+            given[name] = model_list(given[name], name)
+    for name in NUMBERS:
+        if name in given:
+            given[name] = _number(name, given[name])
     overrides.update(given)
     if overrides:
         entries.append(overrides)

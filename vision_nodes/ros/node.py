@@ -4,7 +4,8 @@
   model can use, load each model through the engine cache, declare its task parameters (the
   manifest's values as defaults) and create its outputs (looked up by task).
 * activate: subscribe to the images (one subscription and one conversion per frame for all
-  models) and start the inference thread.
+  models; with ``image_topics`` one per camera, their frames batched, see :mod:`.cameras`)
+  and start the inference thread.
 * deactivate: drop the subscription, finish the frame in flight. cleanup / shutdown / error:
   release everything configure made.
 
@@ -31,10 +32,13 @@ from ..text import clip
 from . import compat
 from .diagnostics_publisher import DiagnosticsPublisher
 from .endpoints import Endpoints
+from .camera_names import output_namespaces
+from .cameras import CameraInputs
 from .executor import isolate_transitions, spin_until_shutdown
 from .frame_path import FramePath, ServedModel
 from .inputs import ImageInput
 from .log_limiter import LogLimiter
+from .outputs.camera_outputs import CameraOutputs
 from .outputs.registry import outputs_class
 from .parameters import ParameterPolicy
 from .transitions import transition
@@ -54,7 +58,7 @@ class VisionNode(LifecycleNode):
         self.diagnostics = DiagnosticsPublisher(self, self.frames, self.parameters.value,
                                                 lambda: compat.lifecycle_state(self))
         self._pipeline: Any = None
-        self._input: ImageInput | None = None
+        self._input: ImageInput | CameraInputs | None = None
         self._input_timer: Any = None
         #: Set by the shutdown transition; ``main`` then ends the process.
         self.finalized = False
@@ -80,7 +84,8 @@ class VisionNode(LifecycleNode):
             manifests, backend, model_dir=p('model_dir'), cache_dir=p('engine_cache_dir'),
             device=p('device'), precision=p('precision'),
             execution_provider=p('execution_provider'), calibration_dir=p('calibration_dir'),
-            torch_compile=p('use_torch_compile'),
+            torch_compile=p('use_torch_compile'), cuda_graphs=p('use_cuda_graphs'),
+            max_batch=self._max_batch(),
             log=lambda line: self.get_logger().info(clip(line, 2000)))
         policy.declare_models(manifests)
         policy.require_valid()
@@ -91,15 +96,26 @@ class VisionNode(LifecycleNode):
         self.get_logger().info(f'configured in {time.monotonic() - started:.2f} s')
         return TransitionCallbackReturn.SUCCESS
 
+    def _max_batch(self) -> int:
+        """Frames one inference runs: 1, or with image_topics max_batch (0: one per camera)."""
+        topics = self.parameters.value('image_topics')
+        return (int(self.parameters.value('max_batch')) or len(topics)) if topics else 1
+
     def _make_models(self, pipeline: Any) -> list[ServedModel]:
         """Each model with its parameters and outputs: all of them, or none."""
         models: list[ServedModel] = []
+        p = self.parameters.value
+        spaces = output_namespaces(p('image_topics'), p('output_namespaces')) \
+            if p('image_topics') else None
         try:
             for model in pipeline.models:
                 prefix = model.manifest.name if len(pipeline.models) > 1 else ''
                 params = self.parameters.model(prefix, model.manifest.task)
-                outputs = outputs_class(model.manifest.task)(
-                    self, model, f'{prefix}/' if prefix else '', self.frames.frame_error)
+                factory, inner = outputs_class(model.manifest.task), f'{prefix}/' if prefix else ''
+                outputs = factory(self, model, inner, self.frames.frame_error) \
+                    if spaces is None else CameraOutputs(
+                        factory, self, model, [s + inner for s in spaces],
+                        self.frames.frame_error, p('image_topics'))
                 params.listener = outputs.params_changed
                 models.append(ServedModel(model.manifest.name, model, params, outputs))
         except BaseException:
@@ -116,8 +132,11 @@ class VisionNode(LifecycleNode):
         topic is one of the node's own outputs) undoes what was started: the node stays
         inactive with its models loaded.
         """
-        sub = ImageInput(self, self.frames.callback, self.parameters.value, self._log_error,
-                         self.frames.gate)
+        topics = list(self.parameters.value('image_topics'))
+        sub = CameraInputs(self, self.frames, self.parameters.value, self._log_error, topics) \
+            if topics else ImageInput(self, self.frames.callback, self.parameters.value,
+                                      self._log_error, self.frames.gate)
+        self._input = sub  # undone by _stop_input if what follows fails
         sub.check_topic()  # not on one of the node's outputs
         result = super().on_activate(state)
         self._input = self.diagnostics.input = sub
@@ -125,6 +144,8 @@ class VisionNode(LifecycleNode):
             model.outputs.activate(model.params.current, model.params.switches)
         sub.check_topic()  # nor on an input just made (camera_info) of another type
         self.frames.start()
+        if isinstance(sub, CameraInputs):
+            sub.start()
         sub.update(self._wanted())
         self._input_timer = self.create_timer(
             0.5, lambda: sub.update_in_timer(self._wanted))

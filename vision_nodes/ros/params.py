@@ -12,6 +12,7 @@ from typing import Any, Callable
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
 
+from ..limits import MAX_BATCH, MAX_BATCH_WINDOW_MS, MAX_CAMERAS
 from ..param_spec import ParamSpec
 from ..platform.devices import DeviceError, parse_device
 from ..text import clip
@@ -99,10 +100,30 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('use_torch_compile', True,
               'On cuda/rocm, run non-Ultralytics PyTorch models through torch.compile, '
               'compiled and warmed up at configure (falls back to eager on failure).'),
+    ParamSpec('use_cuda_graphs', True,
+              'On cuda/rocm, replay eager PyTorch models as CUDA graphs, captured per input '
+              'shape (falls back to eager, with a warning, when a model cannot be captured).'),
     ParamSpec('image_transport', 'raw',
               'raw subscribes image (sensor_msgs/Image); compressed subscribes '
               'image/compressed (sensor_msgs/CompressedImage, JPEG or PNG).',
               choices=IMAGE_TRANSPORTS, applies='activate'),
+    ParamSpec('image_topics', [],
+              'Several cameras in one node: a list of image topics (empty: the one image '
+              'input). Each camera has its own subscription (raw or compressed, QoS '
+              'auto-matched per topic), dropping and diagnostics entry; its results go to '
+              "its topic's namespace (/front/image_raw gives /front/detections).",
+              max_length=MAX_CAMERAS),
+    ParamSpec('output_namespaces', [],
+              'With image_topics: one output namespace per camera, in the same order (empty: '
+              "each image topic's own namespace).", max_length=MAX_CAMERAS),
+    ParamSpec('batch_window', 5.0,
+              'With image_topics: milliseconds to wait, after a camera\'s frame arrives, for '
+              'the other cameras\' frames to run with it in one batch (0 = run what has '
+              'arrived, no waiting).', float_range=(0.0, MAX_BATCH_WINDOW_MS), applies='live'),
+    ParamSpec('max_batch', 0,
+              'With image_topics: most frames one inference runs (0 = the number of '
+              'cameras). The models are loaded for batches up to it.',
+              int_range=(0, MAX_BATCH)),
     ParamSpec('qos_reliability', 'auto',
               'Reliability of the image subscription. auto subscribes with a QoS that every '
               'publisher on the topic can reach (reliable when all are reliable, else best '
@@ -158,6 +179,10 @@ def validate(name: str, value: Any) -> str | None:
         names = [v.strip() for v in value if v.strip()]
         if len(set(names)) != len(names):
             return 'models lists a manifest twice'
+    if reason is None and name in ('image_topics', 'output_namespaces'):
+        from .camera_names import check_names
+
+        return check_names(name, value)
     return reason
 
 

@@ -50,6 +50,12 @@ class RunnerConfig:
     #: PyTorch on a GPU: run non-Ultralytics models through ``torch.compile`` (compiled and
     #: warmed up in ``load``; a failure falls back to eager with a warning).
     torch_compile: bool = True
+    #: PyTorch on a GPU: take the u8 image and convert it there, and decode detections there
+    #: (only the kept boxes come back); off: the host's float tensor and decode.
+    device_io: bool = True
+    #: PyTorch on a GPU: replay the eager module as CUDA graphs, captured per input shape
+    #: (a failed capture falls back to eager with a warning).
+    cuda_graphs: bool = True
     #: Progress and decisions worth a user's eye (the node's ROS log); one line per call.
     log: Callable[[str], None] = field(default=lambda _: None, compare=False, repr=False)
     #: Device facts decided before the runner exists (``registry.resolve``, from the
@@ -65,6 +71,13 @@ class Runner(ABC):
 
     #: Backend names (keys of the backend map) this class serves.
     backends: ClassVar[tuple[str, ...]] = ()
+    #: ``infer`` can take the letterboxed u8 (1, H, W, 3) bgr image, the model's
+    #: pre-processing done by the runtime; the pipeline turns it on (``takes_u8``)
+    #: when the task can hand such images.
+    supports_u8_input: ClassVar[bool] = False
+    #: ``infer`` can return outputs that stay on the device (see ``infer``)
+    #: for a task that decodes them there; the pipeline turns it on (``device_outputs``).
+    supports_device_outputs: ClassVar[bool] = False
 
     def __init__(self, config: RunnerConfig) -> None:
         self.config = config
@@ -78,6 +91,13 @@ class Runner(ABC):
         #: Shapes of the outputs of the warm-up run at ``input_size``, for the task to check
         #: that the model is what the manifest says (see ``DetectionTask.check_model``).
         self.output_shapes: list[tuple[int, ...]] | None = None
+        #: Most frames one ``infer`` call takes (the first tensor dimension); set by ``_load``
+        #: up to the manifest's ``max_batch`` where the loaded model has a free batch axis.
+        self.max_batch = 1
+        #: Frames come as the u8 image (see ``supports_u8_input``).
+        self.takes_u8 = False
+        #: ``infer`` returns device outputs (see ``supports_device_outputs``).
+        self.device_outputs = False
         #: Names of the outputs, in ``infer``'s order, where the runtime names them (None for
         #: PyTorch modules): tasks with several outputs check them at configure.
         self.output_names: list[str] | None = None
@@ -148,6 +168,10 @@ class Runner(ABC):
         """Return the loaded model's input shape, None for a free dimension; None if unknown."""
         return None
 
+    def batch_limit(self, free_batch_axis: bool) -> int:
+        """Most frames per run: the manifest's ``max_batch`` if the model's batch axis is free."""
+        return max(1, int(self.config.manifest.max_batch)) if free_batch_axis else 1
+
     def check_input_shape(self, shape: tuple[int | None, ...] | None) -> None:
         """Raise RunnerError unless a model input of ``shape`` takes the manifest's tensors.
 
@@ -191,7 +215,14 @@ class Runner(ABC):
 
     @abstractmethod
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
-        """Run the network on a contiguous NCHW float32 tensor; return its raw outputs."""
+        """Run the network on a contiguous NCHW float32 tensor; return its raw outputs.
+
+        N is 1, or up to :attr:`max_batch` frames of one shape; output i belongs to frame i.
+        With ``takes_u8`` the input may be the u8 image instead; with ``device_outputs`` the
+        outputs may be array-likes that stay on the device: ``np.asarray`` copies one back,
+        and a detection output offers ``decode_detections`` (decode and NMS there, only the
+        kept boxes copied back).
+        """
 
     def unload(self) -> None:
         """Release the model and its memory (handed back to the OS, not kept in the heap)."""

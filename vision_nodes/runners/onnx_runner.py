@@ -116,6 +116,8 @@ class OnnxRunner(Runner):
         # Symbolic (str) or unknown (None) height and width: any shape runs (rect inference).
         self.dynamic_shapes = len(inputs[0].shape) == 4 and all(
             not isinstance(d, int) for d in inputs[0].shape[2:])
+        self.max_batch = self.batch_limit(bool(inputs[0].shape) and
+                                          not isinstance(inputs[0].shape[0], int))
         meta = self._session.get_modelmeta().custom_metadata_map
         try:
             self.labels = labels_from_metadata(meta)

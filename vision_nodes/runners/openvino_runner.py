@@ -73,6 +73,7 @@ class OpenVinoRunner(Runner):
                 f"'int8' (or 'auto'), not '{cfg.precision}' (declare `precisions: [int8]` in "
                 'the manifest)')
         self.dynamic_shapes = facts.dynamic_hw(model)
+        self.max_batch = self.batch_limit(facts.dynamic_batch(model))
         self._model = model
         self.output_names = [out.get_any_name() if out.get_names() else ''
                              for out in model.outputs]
@@ -98,8 +99,13 @@ class OpenVinoRunner(Runner):
             raise RunnerError(f'this model only takes input shape '
                               f'{tuple(self.config.manifest.input_size)}, not {tuple(shape)}')
         model = self._model.clone()
-        if self.dynamic_shapes:
-            model.reshape({model.inputs[0]: [1, 3, int(shape[0]), int(shape[1])]})
+        if self.dynamic_shapes or self.max_batch > 1:
+            import openvino as ov
+
+            batch = ov.Dimension(1, self.max_batch) if self.max_batch > 1 else 1
+            size = shape if self.dynamic_shapes else self.config.manifest.input_size
+            model.reshape({model.inputs[0]: ov.PartialShape(
+                [batch, 3, int(size[0]), int(size[1])])})
         device = self.plan.device.name
         try:
             compiled = facts.core().compile_model(model, device, self._properties)

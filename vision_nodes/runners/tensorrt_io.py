@@ -35,8 +35,11 @@ class EngineIO:
         #: The input shape the context is set to (None until set).
         self.shape: tuple[int, ...] | None = None
 
-    def bind(self, engine: Any, trt: ModuleType) -> bool:
-        """Find the engine's input and outputs and create the stream; True if H and W are free."""
+    def bind(self, engine: Any, trt: ModuleType) -> list[int]:
+        """Find the engine's input and outputs, create the stream; return the input's dims.
+
+        A free dimension is -1 (batch, height, width of a dynamic engine).
+        """
         inputs, self._outputs = [], []
         for i in range(engine.num_io_tensors):
             name = engine.get_tensor_name(i)
@@ -51,7 +54,12 @@ class EngineIO:
         self._input, self._input_dtype = inputs[0]
         dims = [int(d) for d in engine.get_tensor_shape(self._input)]
         self._stream = cuda.stream_create(self._rt)
-        return len(dims) == 4 and dims[2] == -1 and dims[3] == -1
+        return dims
+
+    @property
+    def input_name(self) -> str:
+        """The engine's image input."""
+        return self._input
 
     @property
     def output_names(self) -> list[str]:

@@ -80,7 +80,11 @@ class TensorRTRunner(Runner):
             if context is None:
                 raise self._fail('TensorRT cannot create an execution context (GPU memory?)')
             self._io = EngineIO(self._rt, context, self._fail)
-            self.dynamic_shapes = self._io.bind(self._engine, trt)
+            dims = self._io.bind(self._engine, trt)
+            self.dynamic_shapes = len(dims) == 4 and dims[2] == -1 and dims[3] == -1
+            if len(dims) == 4 and dims[0] == -1:  # the profile's largest batch
+                top = int(self._engine.get_tensor_profile_shape(self._io.input_name, 0)[2][0])
+                self.max_batch = max(1, min(top, self.batch_limit(True)))
             self.output_names = self._io.output_names
             height, width = cfg.manifest.input_size
             self._io.set_shape((1, 3, height, width))
@@ -114,6 +118,8 @@ class TensorRTRunner(Runner):
             raise RunnerError('runner is not loaded')
         if tuple(tensor.shape) != self._io.shape:
             self.prepare_shape(tuple(tensor.shape[2:]))
+            if tensor.shape[0] != 1:
+                self._io.set_shape(tuple(int(d) for d in tensor.shape))
         try:
             self._use_device()
             return self._io.run(tensor, self.config.log)

@@ -3,6 +3,10 @@
 On a GPU, models other than Ultralytics ones run through ``torch.compile`` when
 ``RunnerConfig.torch_compile`` is set: compiled and warmed up in ``load`` (at configure), so
 no frame pays for it; if compiling fails the eager module runs and the log says why.
+
+On a GPU the frame goes up as the task's letterboxed u8 image and is converted there, and
+detections are decoded there (:mod:`.torch_device`); the eager module is replayed as CUDA
+graphs (:mod:`.torch_graphs`). ``RunnerConfig.device_io`` and ``cuda_graphs`` turn them off.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from ..loaders import load_torch_module
 from ..platform.cpu import cpu_info
 from ..text import clip, show
 from .base import Runner, RunnerConfig, RunnerError
+from .torch_device import DeviceInput, DeviceOutput
+from .torch_graphs import GraphReplay
 
 #: Why Ultralytics models run eagerly (logged once per load).
 ULTRALYTICS_COMPILE_REASON = (
@@ -46,6 +52,11 @@ class TorchRunner(Runner):
     #: Device types on which ``torch_compile`` compiles ('cuda' covers ROCm builds too).
     #: Tests add 'cpu' to check compiled-vs-eager parity where there is no GPU.
     compile_device_types: tuple[str, ...] = ('cuda',)
+    #: Device types on which frames are converted and detections decoded on the device
+    #: (``device_io``). Tests add 'cpu' to check them against the host's where there is no GPU.
+    device_io_types: tuple[str, ...] = ('cuda',)
+    #: Device types on which the eager module is replayed as CUDA graphs (``cuda_graphs``).
+    graph_device_types: tuple[str, ...] = ('cuda',)
 
     def __init__(self, config: RunnerConfig) -> None:
         super().__init__(config)
@@ -54,6 +65,22 @@ class TorchRunner(Runner):
         self._dtype: Any = None
         #: True when the module in use is the torch.compile'd one.
         self.compiled = False
+        self._input: DeviceInput | None = None
+        self._graphs: GraphReplay | None = None
+
+    @property
+    def supports_u8_input(self) -> bool:  # type: ignore[override]
+        """On a GPU (``device_io``): the u8 image goes up and is converted there."""
+        return self._device_io()
+
+    @property
+    def supports_device_outputs(self) -> bool:  # type: ignore[override]
+        """On a GPU (``device_io``, torchvision's NMS at hand): outputs stay there."""
+        return self._device_io() and importlib.util.find_spec('torchvision') is not None
+
+    def _device_io(self) -> bool:
+        return (self.config.device_io and self._device is not None
+                and self._device.type in self.device_io_types)
 
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
@@ -111,6 +138,20 @@ class TorchRunner(Runner):
         # The eager module takes any input shape (rect inference, as in Ultralytics' predict);
         # a compiled one is specialised to its input size.
         self.dynamic_shapes = not self.compiled
+        self.max_batch = self.batch_limit(not self.compiled)
+        self._input = DeviceInput(self._device, self._dtype, cfg.manifest.preprocessing)
+        if cfg.cuda_graphs and not self.compiled \
+                and self._device.type in self.graph_device_types:
+            self._graphs = GraphReplay(self._forward, self._device, self._graph_api(),
+                                       cfg.log, cfg.manifest.name)
+
+    def _graph_api(self) -> Any:
+        """``torch.cuda``: CUDAGraph, graph, Stream, stream, current_stream."""
+        return _torch().cuda
+
+    def _forward(self, x: Any) -> Any:
+        """Run the network on a device tensor from :meth:`DeviceInput.stage` (u8 or float)."""
+        return self._module(self._input.convert(x))
 
     def _maybe_compile(self, module: Any) -> Any:
         """Return the compiled and warmed-up module, or ``module`` itself (eager).
@@ -144,17 +185,41 @@ class TorchRunner(Runner):
         self.compiled = True
         return compiled
 
-    def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
+    def prepare_shape(self, shape: tuple[int, int]) -> None:
+        """Capture the CUDA graph for frames of ``shape`` now, so no frame waits for it."""
+        super().prepare_shape(shape)
+        if self._graphs is None or self._graphs.failed:
+            return
+        height, width = int(shape[0]), int(shape[1])
+        blank = (np.zeros((1, height, width, 3), np.uint8) if self.takes_u8
+                 else np.zeros((1, 3, height, width), np.float32))
+        with _torch().inference_mode():
+            self._graphs.run(self._input.stage(blank), (height, width))
+
+    def infer(self, tensor: np.ndarray) -> list[Any]:
+        """Run the float tensor, or the u8 image (``takes_u8``); synchronised on return."""
         if self._module is None:
             raise RunnerError('runner is not loaded')
         torch = _torch()
         with torch.inference_mode():
-            x = torch.from_numpy(tensor).to(self._device, self._dtype, non_blocking=True)
-            y = self._module(x)
-            return [t.float().cpu().numpy() for t in (y if isinstance(y, tuple) else (y,))]
+            staged = self._input.stage(tensor)
+            y = None
+            if self._graphs is not None:
+                y = self._graphs.run(staged, DeviceInput.network_shape(tensor))
+            if y is None:
+                y = self._forward(staged.to(self._device, non_blocking=True))
+            outputs = y if isinstance(y, tuple) else (y,)
+            if self.device_outputs:
+                # A copy: the next replay of a graph overwrites its captured outputs.
+                outputs = tuple(t.to(torch.float32, copy=True) for t in outputs)
+                if self._device.type == 'cuda':
+                    torch.cuda.synchronize(self._device)
+                return [DeviceOutput(t) for t in outputs]
+            return [t.float().cpu().numpy() for t in outputs]
 
     def _unload(self) -> None:
         self._module = None
+        self._graphs = self._input = None
         if self._device is not None and self._device.type == 'cuda':
             _torch().cuda.empty_cache()
 
@@ -164,6 +229,9 @@ class TorchRunner(Runner):
         info['runtime'] = f'PyTorch {torch.__version__}'
         info['device'] = str(self._device)
         info['torch_compile'] = self.compiled
+        info['input'] = 'u8 image, converted on the device' if self.takes_u8 \
+            else 'float32 tensor'
+        info['cuda_graphs'] = self._graphs is not None and not self._graphs.failed
         if self._device is not None and self._device.type == 'cpu':
             info['threads'] = torch.get_num_threads()
             info.update(cpu_info().describe())

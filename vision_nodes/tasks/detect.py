@@ -16,7 +16,7 @@ from ..manifest import ManifestError, ModelManifest
 from ..param_spec import ParamSpec
 from ..tracking import TRACKERS
 from .nms import nms
-from .preprocess import LetterboxMeta, prepare
+from .preprocess import LetterboxMeta, prepare, prepare_u8
 
 #: Offset that separates classes for batched NMS (larger than any image side).
 _CLASS_OFFSET = 7680.0
@@ -96,7 +96,15 @@ def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
 
 def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None = None
            ) -> Detections:
-    """Decode one YOLOv8-style output ``(1, 4 + nc, A)`` into boxes in network pixels."""
+    """Decode one YOLOv8-style output ``(1, 4 + nc, A)`` into boxes in network pixels.
+
+    An output that stays on a device and offers ``decode_detections`` (PyTorch on a GPU:
+    ``runners/torch_device.py``) is decoded there with the same steps and constants.
+    """
+    on_device = getattr(output, 'decode_detections', None)
+    if on_device is not None and num_classes is None:
+        return Detections(*on_device(params.confidence, params.iou, params.max_detections,
+                                     MAX_NMS_CANDIDATES, _CLASS_OFFSET))
     return decode_anchors(output, params, num_classes)[0]
 
 
@@ -190,8 +198,15 @@ class DetectionTask:
                             values))
         return defaults
 
+    #: ``preprocess`` can hand the letterboxed u8 image (``prepare_u8``) to a runner that
+    #: converts it itself; the pipeline sets ``u8_input`` when the runner does.
+    supports_u8_input: ClassVar[bool] = True
+    #: ``decode`` takes outputs that stay on the device (see ``decode``).
+    decodes_device_outputs: ClassVar[bool] = True
+
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest
+        self.u8_input = False
 
     def make_params(self, values: Mapping[str, Any]) -> DetectionParams:
         """Thresholds from parameter values keyed by spec name (missing: the default)."""
@@ -205,8 +220,12 @@ class DetectionTask:
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, LetterboxMeta]:
         """Turn a decoded image into (NCHW float32 tensor of ``shape``, postprocess metadata).
 
-        ``shape`` (height, width) defaults to the manifest's ``input_size``.
+        ``shape`` (height, width) defaults to the manifest's ``input_size``. With
+        ``u8_input`` the network input is the letterboxed u8 NHWC image instead.
         """
+        if self.u8_input:
+            return prepare_u8(image, encoding, shape or self.manifest.input_size,
+                              self.manifest.preprocessing)
         return prepare(image, encoding, shape or self.manifest.input_size,
                        self.manifest.preprocessing)
 

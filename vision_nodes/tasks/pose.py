@@ -74,6 +74,8 @@ class PoseTask(DetectionTask):
     """Pre- and post-processing of YOLO pose estimation, shared by every runner."""
 
     name: ClassVar[str] = 'pose'
+    #: Keypoints are read at every kept anchor: decoded on the host.
+    decodes_device_outputs: ClassVar[bool] = False
 
     @classmethod
     def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -91,6 +93,8 @@ class PoseTask(DetectionTask):
         self.dims = 3
         self.skeleton: tuple[tuple[int, int], ...] = manifest.block('skeleton') or ()
         self._classes: int | None = len(manifest.labels) if manifest.labels else None
+        #: Position of ``output0`` among the runner's outputs.
+        self._at = 0
 
     def _layout(self, channels: int, classes: int | None) -> tuple[int, int, int] | None:
         """(classes, keypoints, values per keypoint) of a ``channels``-row output, or None.
@@ -125,8 +129,9 @@ class PoseTask(DetectionTask):
             raise ManifestError(
                 f"{where}: `task: pose` reads the output 'output0' (boxes, classes, keypoints), "
                 "as Ultralytics exports -pose models; this model's outputs are "
-                f"{', '.join(repr(clip(n, 40)) for n in output_names) or 'none'}")
-        first = tuple(output_shapes[0]) if output_shapes else ()
+                f"{', '.join(repr(clip(n, 40)) for n in output_names[:4]) or 'none'}")
+        self._at = list(output_names).index('output0') if output_names is not None else 0
+        first = tuple(output_shapes[self._at]) if output_shapes else ()
         classes = len(labels) if labels else self._classes
         layout = self._layout(first[1], classes) if len(first) == 3 and first[0] == 1 else None
         if layout is None:
@@ -148,7 +153,7 @@ class PoseTask(DetectionTask):
     def postprocess(self, outputs: list[np.ndarray], meta: LetterboxMeta,
                     params: DetectionParams) -> PoseResult:
         """Decode the raw output into boxes and keypoints in source-image pixels."""
-        pred = outputs[0]
+        pred = outputs[self._at]
         if self._classes is None or not self.names:
             self.check_model([tuple(pred.shape)], [])
         dets, anchors = decode_anchors(pred, params, self._classes)

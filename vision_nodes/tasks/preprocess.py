@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from ..images import CAMERA_ENCODINGS, COLOR_INPUTS, ImageConversionError, rgb_channels
+from ..images import (CAMERA_ENCODINGS, COLOR_INPUTS, U8_INPUT_ORDER, ImageConversionError,
+                      rgb_channels)
 from ..manifest import Preprocessing
 from ..text import show
 
@@ -148,6 +149,39 @@ def prepare(image: np.ndarray, encoding: str, size: tuple[int, int],
             plane[place.top + place.height:] = pad[dst]
             plane[rows, :place.left] = pad[dst]
             plane[rows, place.left + place.width:] = pad[dst]
+    return out, meta
+
+
+def prepare_u8(image: np.ndarray, encoding: str, size: tuple[int, int],
+               prep: Preprocessing) -> tuple[np.ndarray, LetterboxMeta]:
+    """Image array → (letterboxed u8 (1, H, W, 3) image in ``U8_INPUT_ORDER``, metadata).
+
+    For a runtime that converts the image itself (on its device, or inside its graph):
+    :func:`prepare`'s geometry, resize and pad, without the float conversion. A resized image
+    already in that order that fills the input is handed as it is, without a copy.
+    """
+    channels = channel_map(encoding, U8_INPUT_ORDER)
+    if image.dtype != np.uint8:
+        raise ImageConversionError(
+            f'encoding {show(encoding)} has {image.dtype} pixels; colour models take 8-bit '
+            'images')
+    place, meta = _place(image.shape[0], image.shape[1], size, prep.letterbox)
+    resized = _resize(image, place, prep.interpolation)
+    if resized.ndim == 2:
+        resized = resized[:, :, None]
+    fills = (place.width, place.height) == (size[1], size[0])
+    in_order = channels == (0, 1, 2) and resized.shape[2] == 3
+    if fills and in_order and resized is not image and resized.flags.c_contiguous:
+        return resized[None], meta
+    out = np.empty((1, size[0], size[1], 3), dtype=np.uint8)
+    if not fills:
+        out.fill(prep.pad_value)
+    region = out[0, place.top:place.top + place.height, place.left:place.left + place.width]
+    if in_order:
+        region[...] = resized
+    else:
+        for dst, src in enumerate(channels):
+            region[:, :, dst] = resized[:, :, src]
     return out, meta
 
 

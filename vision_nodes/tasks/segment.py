@@ -19,14 +19,15 @@ import cv2
 import numpy as np
 
 from ..manifest import ManifestError
+from ..text import clip
 from .detect import DetectionParams, DetectionTask, decode_anchors
 from .instances import SegmentResult
-from .preprocess import LetterboxMeta, prepare
+from .preprocess import LetterboxMeta
 
-#: OpenCV resizes at most this many channels in one call.
-_RESIZE_CHANNELS = 128
 #: Output names of an Ultralytics segmentation export: predictions, then prototypes.
 PREDICTIONS, PROTOTYPES = 'output0', 'output1'
+#: Bilinear sampling with the source-to-target map given (OpenCV's inverse map).
+_SAMPLE = cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP
 
 
 @dataclass(frozen=True)
@@ -36,37 +37,83 @@ class NetworkMeta:
     letterbox: LetterboxMeta
     shape: tuple[int, int]
 
-    def content(self) -> tuple[slice, slice]:
-        """Rows and columns of the network input that hold the image (the letterbox's inside)."""
+    def content(self) -> tuple[int, int, int, int]:
+        """(left, top, width, height) of the image inside the network input (the letterbox)."""
         src_h, src_w = self.letterbox.source_shape
         gain_x, gain_y = self.letterbox.gain
         left, top = (int(p) for p in self.letterbox.pad)
         height = min(self.shape[0] - top, max(1, int(round(src_h * gain_y))))
         width = min(self.shape[1] - left, max(1, int(round(src_w * gain_x))))
-        return slice(top, top + height), slice(left, left + width)
+        return left, top, width, height
 
 
-def _resize_stack(stack: np.ndarray, size: tuple[int, int]) -> np.ndarray:
-    """(N, h, w) → (N, height, width) with bilinear interpolation, ``size`` (height, width)."""
-    out = np.empty((stack.shape[0],) + tuple(size), dtype=stack.dtype)
-    for start in range(0, stack.shape[0], _RESIZE_CHANNELS):
-        chunk = np.ascontiguousarray(stack[start:start + _RESIZE_CHANNELS].transpose(1, 2, 0))
-        resized = cv2.resize(chunk, (size[1], size[0]), interpolation=cv2.INTER_LINEAR)
-        out[start:start + _RESIZE_CHANNELS] = resized.reshape(size + (-1,)).transpose(2, 0, 1)
-    return out
+def _sample(image: np.ndarray, scale: tuple[float, float], offset: tuple[float, float],
+            size: tuple[int, int]) -> np.ndarray:
+    """Bilinear samples of ``image`` at x * scale + offset (per axis) for a ``size`` (h, w) grid.
 
-
-def crop_to_boxes(masks: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """Zero, in place, every pixel of ``masks[i]`` (N, H, W) outside xyxy ``boxes[i]``.
-
-    A pixel (row r, column c) is inside when x1 <= c < x2 and y1 <= r < y2, in pixel indices.
+    Edges are replicated, as a resize (align_corners=False) clamps at them.
     """
-    _, height, width = masks.shape
-    cols = np.arange(width, dtype=np.float32)[None, :]
-    rows = np.arange(height, dtype=np.float32)[None, :]
-    masks &= ((cols >= boxes[:, 0:1]) & (cols < boxes[:, 2:3]))[:, None, :]
-    masks &= ((rows >= boxes[:, 1:2]) & (rows < boxes[:, 3:4]))[:, :, None]
-    return masks
+    matrix = np.array([[scale[0], 0.0, offset[0]], [0.0, scale[1], offset[1]]])
+    return cv2.warpAffine(image, matrix, (size[1], size[0]), flags=_SAMPLE,
+                          borderMode=cv2.BORDER_REPLICATE)
+
+
+def _half_pixel(ratio: float, start: float) -> tuple[float, float]:
+    """Scale and offset mapping target pixel x to source x (pixel centres, as a resize does)."""
+    return ratio, (start + 0.5) * ratio - 0.5
+
+
+def _network_mask(logits: np.ndarray, box: np.ndarray, meta: NetworkMeta
+                  ) -> tuple[np.ndarray, int, int]:
+    """Return the mask at network resolution inside ``box``: (bool region, its left, its top).
+
+    The logits (mh, mw) upsampled (bilinear) to the network input, above 0, and cropped to
+    the pixels x1 <= c < x2, y1 <= r < y2; outside the region the mask is empty.
+    """
+    height, width = meta.shape
+    x0, x1 = (int(np.clip(np.ceil(v), 0, width)) for v in box[0::2])
+    y0, y1 = (int(np.clip(np.ceil(v), 0, height)) for v in box[1::2])
+    if x1 <= x0 or y1 <= y0:
+        return np.zeros((0, 0), bool), x0, y0
+    mh, mw = logits.shape
+    sx, ox = _half_pixel(mw / width, x0)
+    sy, oy = _half_pixel(mh / height, y0)
+    return _sample(logits, (sx, sy), (ox, oy), (y1 - y0, x1 - x0)) > 0, x0, y0
+
+
+def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta, out: np.ndarray
+               ) -> None:
+    """Write a network-resolution mask region into ``out`` (H, W bool) in source pixels.
+
+    The image's part of the network input (the letterbox undone) resized bilinearly to the
+    source and thresholded at one half, only where the region can reach (its box and a
+    network pixel around it).
+    """
+    left, top, width, height = meta.content()
+    src_h, src_w = out.shape
+    # The part of the region on the image (not on the letterbox's border) ...
+    rx0, ry0 = max(x0, left), max(y0, top)
+    rx1 = min(x0 + region.shape[1], left + width)
+    ry1 = min(y0 + region.shape[0], top + height)
+    if rx1 <= rx0 or ry1 <= ry0:
+        return
+    # ... with one empty network pixel around it, within the image's part: a bilinear sample
+    # near its edge sees the zeros outside the box, or the replicated edge of the image.
+    cx0, cy0 = max(rx0 - 1, left), max(ry0 - 1, top)
+    cx1, cy1 = min(rx1 + 1, left + width), min(ry1 + 1, top + height)
+    canvas = np.zeros((cy1 - cy0, cx1 - cx0), np.float32)
+    canvas[ry0 - cy0:ry1 - cy0, rx0 - cx0:rx1 - cx0] = region[ry0 - y0:ry1 - y0, rx0 - x0:rx1 - x0]
+    ratio_x, ratio_y = width / src_w, height / src_h
+    # Source pixels whose sample falls within the canvas (one more for rounding).
+    sx0 = max(0, int(np.floor((cx0 - left) / ratio_x)) - 1)
+    sy0 = max(0, int(np.floor((cy0 - top) / ratio_y)) - 1)
+    sx1 = min(src_w, int(np.ceil((cx1 - left) / ratio_x)) + 1)
+    sy1 = min(src_h, int(np.ceil((cy1 - top) / ratio_y)) + 1)
+    scale_x, offset_x = _half_pixel(ratio_x, sx0)
+    scale_y, offset_y = _half_pixel(ratio_y, sy0)
+    sampled = _sample(canvas, (scale_x, scale_y),
+                      (offset_x + left - cx0, offset_y + top - cy0), (sy1 - sy0, sx1 - sx0))
+    out[sy0:sy1, sx0:sx1] = sampled > 0.5
 
 
 def instance_masks(coefficients: np.ndarray, prototypes: np.ndarray, boxes: np.ndarray,
@@ -74,29 +121,33 @@ def instance_masks(coefficients: np.ndarray, prototypes: np.ndarray, boxes: np.n
     """Return (masks (M, H, W) bool in source pixels, the M detections' indices).
 
     From coefficients (N, nm), prototypes (nm, mh, mw) and the detections' xyxy ``boxes`` in
-    network pixels. A detection whose mask is empty at network resolution is left out, as
-    Ultralytics leaves it out.
+    network pixels. Each mask is computed only within its box. A detection whose mask is
+    empty at network resolution is left out, as Ultralytics leaves it out.
     """
     count = coefficients.shape[0]
-    source_hw = tuple(meta.letterbox.source_shape)
+    masks = np.zeros((count,) + tuple(meta.letterbox.source_shape), dtype=bool)
     if count == 0:
-        return np.zeros((0,) + source_hw, dtype=bool), np.zeros(0, np.int64)
+        return masks, np.zeros(0, np.int64)
     nm, mh, mw = prototypes.shape
     logits = (coefficients.astype(np.float32) @ prototypes.reshape(nm, mh * mw)
               ).reshape(count, mh, mw)
-    network = crop_to_boxes(_resize_stack(logits, meta.shape) > 0, boxes)
-    kept = np.flatnonzero(network.any(axis=(1, 2)))
-    rows, cols = meta.content()
-    inside = network[kept][:, rows, cols].view(np.uint8) * np.uint8(255)
-    if kept.shape[0] == 0:
-        return np.zeros((0,) + source_hw, dtype=bool), kept
-    return _resize_stack(inside, source_hw) > 127, kept
+    kept = np.zeros(count, bool)
+    for i in range(count):
+        region, x0, y0 = _network_mask(logits[i], boxes[i], meta)
+        kept[i] = region.any()
+        if kept[i]:
+            _to_source(region, x0, y0, meta, masks[i])
+    if kept.all():  # the usual case: no copy of the masks
+        return masks, np.arange(count)
+    return masks[kept], np.flatnonzero(kept)
 
 
 class SegmentationTask(DetectionTask):
     """Pre- and post-processing of YOLO instance segmentation, shared by every runner."""
 
     name: ClassVar[str] = 'segment'
+    #: Masks need the prototypes and every kept anchor's coefficients: decoded on the host.
+    decodes_device_outputs: ClassVar[bool] = False
 
     def __init__(self, manifest) -> None:
         super().__init__(manifest)
@@ -105,9 +156,12 @@ class SegmentationTask(DetectionTask):
 
     def preprocess(self, image: np.ndarray, encoding: str,
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, NetworkMeta]:
-        """Turn a decoded image into (NCHW float32 tensor of ``shape``, postprocess metadata)."""
+        """Turn a decoded image into (network input of ``shape``, postprocess metadata).
+
+        The input is the detector's: the float tensor, or the u8 image with ``u8_input``.
+        """
         shape = tuple(shape or self.manifest.input_size)
-        tensor, meta = prepare(image, encoding, shape, self.manifest.preprocessing)
+        tensor, meta = super().preprocess(image, encoding, shape)
         return tensor, NetworkMeta(meta, (int(shape[0]), int(shape[1])))
 
     def check_model(self, output_shapes: Sequence[tuple[int, ...]] | None,
@@ -131,7 +185,8 @@ class SegmentationTask(DetectionTask):
                     f"{where}: `task: segment` needs outputs '{PREDICTIONS}' (boxes, classes, "
                     f"mask coefficients) and '{PROTOTYPES}' (mask prototypes), as Ultralytics "
                     f"exports -seg models; this model's outputs are "
-                    f"{', '.join(repr(n) for n in names) or 'none'}: export it with those names")
+                    f"{', '.join(repr(clip(n, 40)) for n in names[:4]) or 'none'}: export "
+                    'it with those names')
             self._positions = (names.index(PREDICTIONS), names.index(PROTOTYPES))
         else:
             ranks = [len(s) for s in shapes]

@@ -50,11 +50,12 @@ def test_cpu_machine_says_no_cuda_device_without_ros(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith('no CUDA device: no NVIDIA GPU is visible')
-    for name in ('torch-cuda', 'torch-cuda-fp16', 'torch-compile', 'onnx-cuda', 'onnx-tensorrt',
+    for name in ('torch-cuda-host', 'torch-cuda-device', 'torch-cuda', 'torch-cuda-fp16-host',
+                 'torch-cuda-fp16', 'torch-compile', 'onnx-cuda', 'onnx-tensorrt',
                  'tensorrt-fp32', 'tensorrt-fp16', 'tensorrt-int8'):
         assert any(line.startswith(f'  {name}: ') for line in lines), name
     data = json.loads(report.read_text())
-    assert data['cuda_device'] is False and len(data['would_run']) == 8
+    assert data['cuda_device'] is False and len(data['would_run']) == 11
     assert data['environment']['gpu'] is None
 
 
@@ -118,7 +119,8 @@ def test_every_path_runs_through_the_fakes(gpu_check, fake_gpu_machine, model_di
     assert flags == [[], ['FP16', 'TF32'], ['FP16', 'INT8', 'TF32']]
     assert '| path | status | detections (>= 0.5) | bare ms | pipeline ms |' in out
     assert '| tensorrt-int8 | match |' in out
-    assert 'cannot run here:\n- torch-cuda (PyTorch eager on CUDA): PyTorch' in out
+    assert ('cannot run here:\n- torch-cuda-host (PyTorch eager on CUDA, pre/post-processing '
+            'on the host): PyTorch') in out
 
 
 def test_detections_are_compared_both_ways_per_precision(gpu_check):

@@ -938,3 +938,57 @@ def test_gpu_extras_pin_one_cuda_major():
     assert any(r.name == 'numpy' and not r.specifier.contains('2.0.0') for r in jetson)
     for extra in ('cuda12', 'cuda13', 'jetson', 'tensorrt'):
         assert {'onnx', 'onnxconverter-common'} <= names[extra], extra
+
+
+# -- batches: an optimisation profile up to max_batch -------------------------------------------
+
+def test_batch_profile_runs_several_frames(fake_trt, model_dir, tmp_path):
+    """max_batch 3: the export has a batch axis, the profile's batch runs 1..3, the key has it."""
+    base = resolve_manifest('yolov8n')
+    cache = ArtifactCache(tmp_path / 'cache')
+    batched = replace(base, max_batch=3)
+    onnx_path = ensure_onnx(batched, base.weights_path(str(model_dir)), cache).file(ONNX_FILE)
+    manifest = replace(_manifest(onnx_path), max_batch=3)
+    runner = create_runner(RunnerConfig(manifest=manifest, weights=onnx_path,
+                                        backend='tensorrt', cache=cache))
+    try:
+        profile = _calls(fake_trt, 'set_shape')[0]
+        assert [s[0] for s in (profile['min'], profile['opt'], profile['max'])] == [1, 3, 3]
+        assert runner.max_batch == 3
+        rng = np.random.default_rng(5)
+        tensor = rng.random((3, 3, 640, 480), dtype=np.float32)
+        out = runner.infer(tensor)[0]
+        assert out.shape[0] == 3
+        np.testing.assert_allclose(out, _reference(onnx_path, tensor)[0], rtol=1e-4, atol=1e-3)
+        single = runner.infer(tensor[1:2])[0]
+        np.testing.assert_allclose(single, out[1:2], rtol=1e-4, atol=1e-3)
+    finally:
+        runner.unload()
+    entries = [json.loads(p.read_text()) for p in cache.root.rglob('entry.json')]
+    profiles = [str(e) for e in entries if "'profile'" in str(e)]
+    assert profiles and all("'max': [3, 3, 640, 640]" in p for p in profiles)
+
+
+def test_int8_calibrates_one_image_a_batch_in_a_batch_profile(fake_trt, model_dir, assets,
+                                                              tmp_path):
+    """max_batch 2 with int8: the calibration profile's opt is one image (what the calibrator
+    feeds), while the engine's profile runs batches of 1..2."""
+    base = resolve_manifest('yolov8n')
+    cache = ArtifactCache(tmp_path / 'cache')
+    onnx_path = ensure_onnx(replace(base, max_batch=2), base.weights_path(str(model_dir)),
+                            cache).file(ONNX_FILE)
+    images = tmp_path / 'calibration'
+    images.mkdir()
+    shutil.copy(assets / 'bus.jpg', images / 'bus.jpg')
+    manifest = replace(_manifest(onnx_path), max_batch=2)
+    runner = create_runner(RunnerConfig(
+        manifest=manifest, weights=onnx_path, backend='tensorrt', cache=cache,
+        precision='int8', calibration_dir=str(images)))
+    try:
+        shapes = _calls(fake_trt, 'set_shape')
+        assert shapes[0]['opt'] == (2, 3, 640, 640)
+        assert shapes[1]['opt'] == (1, 3, 640, 640)  # the calibration profile
+        assert [b.shape for b in fake_trt.calibration_batches] == [(1, 3, 640, 640)]
+        assert runner.max_batch == 2
+    finally:
+        runner.unload()

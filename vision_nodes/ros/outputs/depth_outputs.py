@@ -58,6 +58,9 @@ class DepthOutputs:
             (Image, f'{namespace}depth/colored', IMAGES),
             (CameraInfo, f'{namespace}depth/camera_info', IMAGES)])
         self._info_in = None
+        #: The camera_info topic republished: the node's ``camera_info``, or in a multi-camera
+        #: node the camera's own (the sibling of its image topic, set by ``CameraOutputs``).
+        self.camera_info = 'camera_info'
         self._latest_info: CameraInfo | None = None
         self._params: DepthParams = DepthParams()
 
@@ -76,7 +79,7 @@ class DepthOutputs:
         self._params = params
         if switches[PUBLISH_CAMERA_INFO.name] and self._info_in is None:
             self._info_in = self._node.endpoints.subscription(
-                CameraInfo, 'camera_info', self._on_camera_info, CAMERA_INFO_IN)
+                CameraInfo, self.camera_info, self._on_camera_info, CAMERA_INFO_IN)
 
     def deactivate(self) -> None:
         """Drop the camera_info subscription."""

@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Segment and pose: the node path vs Ultralytics' ``predict`` on the same image and weights.
+
+For each task (``--tasks``; default both) a ``vision_node`` runs the task's manifest
+(``yolov8n_seg``, ``yolov8n_pose``) in its own process on ``--backend`` (default ``auto``, the
+node's default, at precision ``auto``). The node path is timed from ``publish()`` of a
+``sensor_msgs/Image`` until DDS delivers the task's last output for that frame to this process
+(``instance_mask`` after ``detections`` for segment, ``keypoints`` after ``detections`` for
+pose; the mask is built because this process subscribes to it). The reference is
+``ultralytics.YOLO('<the same .pt>').predict`` on the same image in this process, with
+Ultralytics' own device and thread choice (masks at network resolution, as it returns them).
+
+Measured in interleaved rounds, shuffled each round, as ``bench_detect.py`` does; a ratio is
+the median over rounds of the per-round ratio of medians, with a 95 % bootstrap interval; the
+target (node path at most a third of predict, i.e. >= 3x faster) counts as met or missed only
+when the whole interval is on one side. Not a test: nothing is asserted.
+
+    .venv/bin/python benchmarks/bench_segpose.py
+    .venv/bin/python benchmarks/bench_segpose.py --tasks pose --backend openvino --rounds 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import cv2
+
+from bench_detect import bench_environment, paired_ratio, verdict
+
+#: task → (manifest, the topic published last for a frame, its message type's module, name).
+#: ``detect`` (not run by default) is the baseline: the same measurement for detection.
+TASKS = {'segment': ('yolov8n_seg', 'instance_mask', 'sensor_msgs.msg', 'Image'),
+         'pose': ('yolov8n_pose', 'keypoints', 'vision_nodes_msgs.msg', 'Keypoints2DArray'),
+         'detect': ('yolov8n', 'detections', 'vision_msgs.msg', 'Detection2DArray')}
+
+
+def _ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print the table and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser.add_argument('--tasks', nargs='+', choices=list(TASKS), default=['segment', 'pose'],
+                        help='add detect for the same measurement of detection (a baseline)')
+    parser.add_argument('--backend', default='auto')
+    parser.add_argument('--precision', default='auto')
+    parser.add_argument('--calibration-dir', type=Path, default=None,
+                        help='int8 calibration images for the nodes (precision int8)')
+    parser.add_argument('--frames', type=int, default=5, help='frames per round and config')
+    parser.add_argument('--rounds', type=int, default=10)
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--image', type=Path, default=None, help='default: ultralytics bus.jpg')
+    parser.add_argument('--dds-profile', default='default')
+    args = parser.parse_args(argv)
+    bench_environment(args.dds_profile)
+
+    import importlib
+
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import Image
+
+    from vision_nodes.loaders.ultralytics import import_ultralytics
+    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.ros.image_input import numpy_to_image
+    from vision_nodes.tools.client import NodeProcess, VisionNodeClient, wait_for
+    from vision_nodes.tools.demo import bundled_images
+
+    image_path = args.image or next(p for p in bundled_images() if p.name == 'bus.jpg')
+    bgr = cv2.imread(str(image_path))
+    msg = numpy_to_image(bgr, 'bgr8')
+    reliable = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
+    print(f'image {image_path.name} {bgr.shape[1]}x{bgr.shape[0]}; backend {args.backend}, '
+          f'precision {args.precision}; {args.rounds} rounds x {args.frames} frames', flush=True)
+
+    nodes, clients, pubs, queues, predict = {}, {}, {}, {}, {}
+    YOLO = import_ultralytics().YOLO
+    for task in args.tasks:
+        manifest_name, topic, module, type_name = TASKS[task]
+        manifest = resolve_manifest(manifest_name)
+        name = f'bench_{task}'
+        params = {'model': manifest_name, 'backend': args.backend, 'precision': args.precision}
+        if args.calibration_dir:
+            params['calibration_dir'] = str(args.calibration_dir.resolve())
+        nodes[task] = NodeProcess(params, node_name=name, namespace=f'/{name}')
+        client = clients[task] = VisionNodeClient(f'/{name}/{name}', f'{name}_client')
+        client.wait_for_node(60)
+        if not (client.change_state('configure', 900) and client.change_state('activate')):
+            print(nodes[task].output())
+            return 1
+        queues[task] = client.subscribe(getattr(importlib.import_module(module), type_name),
+                                        f'/{name}/{topic}', 10)
+        pubs[task] = client.publisher(Image, f'/{name}/image', reliable)
+        model = YOLO(str(manifest.weights_path()))
+        thresholds = manifest.thresholds
+        predict[task] = lambda model=model, t=thresholds: model.predict(
+            bgr, conf=t.confidence, iou=t.iou, max_det=t.max_detections, verbose=False)
+        predict[task]()  # Ultralytics sets itself up (device, threads) on the first call
+    for task, pub in pubs.items():
+        if not wait_for(lambda pub=pub: pub.get_subscription_count() > 0, 60.0):
+            raise RuntimeError(f'nothing subscribed to the {task} image topic')
+
+    def node_frame(task: str, seq: int) -> float:
+        msg.header.frame_id = f'{task}_{seq}'
+        start = time.time_ns()
+        pubs[task].publish(msg)
+        got = queues[task].get_stamped(
+            timeout=60.0, predicate=lambda m: m.header.frame_id == msg.header.frame_id)
+        if got is None:
+            raise RuntimeError(f'the {task} node did not answer frame {seq}')
+        return (got[0].received_ns - start) / 1e9
+
+    labels = {}
+    for task in args.tasks:
+        labels[f'{task}: node path'] = task
+        labels[f'{task}: ultralytics .pt predict'] = predict[task]
+    by_round = {label: [[] for _ in range(args.rounds)] for label in labels}
+    order, seq = list(labels), 0
+    for round_index in range(args.rounds + 1):  # round 0 warms every path up, unrecorded
+        random.Random(args.seed + round_index).shuffle(order)
+        for label in order:
+            fn = labels[label]
+            for frame in range(1 + args.frames):
+                seq += 1
+                if isinstance(fn, str):
+                    elapsed = node_frame(fn, seq)
+                else:
+                    started = time.perf_counter()
+                    fn()
+                    elapsed = time.perf_counter() - started
+                if round_index and frame:
+                    by_round[label][round_index - 1].append(elapsed)
+
+    chosen = {}
+    for task in args.tasks:
+        clients[task].change_state('deactivate')
+        clients[task].close()
+        nodes[task].stop()
+        chosen[task] = [line.split(']: ', 1)[-1] for line in nodes[task].output().splitlines()
+                        if 'auto: chose' in line or 'precision auto:' in line
+                        or 'openvino: device' in line]
+
+    width = max(len(label) for label in labels)
+    print(f"\n{'configuration':<{width}}  median ms")
+    for label, rounds in by_round.items():
+        print(f'{label:<{width}}  {_ms([x for r in rounds for x in r]):9.1f}')
+    print('\nwhat the nodes ran (their log):')
+    for task, lines in chosen.items():
+        for line in lines:
+            print(f'  {task}: {line}')
+    print(f'\nratios (paired by round: median of {args.rounds} rounds [95 % interval]):')
+    for task in args.tasks:
+        ratio = paired_ratio(by_round[f'{task}: node path'],
+                             by_round[f'{task}: ultralytics .pt predict'])
+        print(f'  {task} node path / ultralytics .pt predict = {ratio}   '
+              f'{verdict(ratio, 1 / 3, False)}   (speed-up {1 / ratio.value:.2f}x)')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""PyTorch on a GPU: u8 frames converted on the device, detections decoded there, CUDA graphs.
+
+There is no GPU here. The device code is plain torch, so it runs on the CPU (the runner's
+``device_io_types`` and ``graph_device_types`` get 'cpu' added, as the compile tests do) and
+is checked against the host path: the same network input bit for bit, the same detections.
+Only the CUDA graph API itself is faked (``test/fake_cuda_graphs.py``: capture records the
+operations, replay re-runs them on the captured tensors).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip('torch', reason='PyTorch is not installed')
+pytest.importorskip('torchvision', reason='torchvision is not installed')
+
+from fake_cuda_graphs import FakeCudaGraphs  # noqa: E402
+from vision_nodes.manifest import Preprocessing, resolve_manifest  # noqa: E402
+from vision_nodes.pipeline import build_pipeline  # noqa: E402
+from vision_nodes.runners.torch_device import DeviceInput, DeviceOutput  # noqa: E402
+from vision_nodes.runners.torch_graphs import GraphReplay  # noqa: E402
+from vision_nodes.runners.torch_runner import TorchRunner  # noqa: E402
+from vision_nodes.tasks.detect import MAX_NMS_CANDIDATES, DetectionParams, decode  # noqa
+from vision_nodes.tasks.preprocess import prepare, prepare_u8  # noqa: E402
+
+CPU = torch.device('cpu')
+PARAMS = DetectionParams(0.25, 0.45, 300)
+
+
+def _frame(encoding: str, shape=(75, 130)) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    channels = {'mono8': 1, 'rgba8': 4, 'bgra8': 4}.get(encoding, 3)
+    image = rng.integers(0, 256, shape + (channels,), dtype=np.uint8)
+    return image[:, :, 0] if channels == 1 else image
+
+
+@pytest.mark.parametrize('encoding', ['bgr8', 'rgb8', 'mono8', 'bgra8'])
+@pytest.mark.parametrize('prep', [
+    Preprocessing(),
+    Preprocessing(color_order='bgr', pad_value=0),
+    Preprocessing(letterbox=False, scale=1 / 255, mean=(0.485, 0.456, 0.406),
+                  std=(0.229, 0.224, 0.225)),
+])
+def test_u8_converted_on_the_device_equals_the_host_tensor(encoding, prep):
+    """prepare_u8 + DeviceInput.convert gives prepare's float tensor, bit for bit."""
+    image = _frame(encoding)
+    want, want_meta = prepare(image, encoding, (64, 96), prep)
+    u8, meta = prepare_u8(image, encoding, (64, 96), prep)
+    assert u8.dtype == np.uint8 and u8.shape == (1, 64, 96, 3) and meta == want_meta
+    device = DeviceInput(CPU, torch.float32, prep)
+    got = device.convert(device.stage(u8)).numpy()
+    assert got.shape == want.shape and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want)
+    assert DeviceInput.network_shape(u8) == DeviceInput.network_shape(want) == (64, 96)
+
+
+def test_prepare_u8_hands_a_filling_bgr_resize_without_copying_the_frame():
+    """A bgr frame resized to fill the input is handed as resized; the frame itself never."""
+    image = _frame('bgr8', (128, 96))
+    u8, _ = prepare_u8(image, 'bgr8', (64, 48), Preprocessing())
+    assert not np.shares_memory(u8, image)
+    same, _ = prepare_u8(image, 'bgr8', (128, 96), Preprocessing())
+    assert not np.shares_memory(same, image)
+    np.testing.assert_array_equal(same[0], image)
+
+
+def _yolo_like_output(rng, anchors=8400, classes=80, candidates=4000) -> np.ndarray:
+    """(1, 4 + classes, anchors): overlapping boxes, ``candidates`` of them above 0.25."""
+    out = np.zeros((1, 4 + classes, anchors), np.float32)
+    centres = rng.uniform(50, 590, (2, anchors))
+    out[0, 0:2] = np.round(centres / 8) * 8  # clustered: many overlaps for NMS
+    out[0, 2:4] = rng.uniform(10, 120, (2, anchors))
+    out[0, 4:] = rng.uniform(0, 0.2, (classes, anchors))
+    live = rng.choice(anchors, candidates, replace=False)
+    out[0, 4 + rng.integers(0, 5, candidates), live] = rng.uniform(0.26, 1, candidates)
+    return out
+
+
+@pytest.mark.parametrize('candidates', [0, 30, MAX_NMS_CANDIDATES + 1000])
+def test_detections_decoded_on_the_device_equal_the_host_decode(candidates):
+    """Confidence filter, top-k and class-separated NMS on the device: the host's result."""
+    output = _yolo_like_output(np.random.default_rng(candidates), candidates=candidates)
+    for params in (PARAMS, DetectionParams(0.5, 0.7, 20)):
+        host = decode(output, params)
+        dev = decode(DeviceOutput(torch.from_numpy(output)), params)
+        assert len(host) == len(dev) and (len(host) > 0) == (candidates > 0)
+        np.testing.assert_array_equal(dev.class_ids, host.class_ids)
+        np.testing.assert_array_equal(dev.scores, host.scores)
+        np.testing.assert_array_equal(dev.boxes, host.boxes)
+        assert dev.boxes.dtype == np.float32 and dev.class_ids.dtype == np.int64
+
+
+def test_device_output_reads_back_as_an_array():
+    tensor = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
+    out = DeviceOutput(tensor)
+    assert out.shape == (2, 3, 4) and np.shape(out) == (2, 3, 4)
+    np.testing.assert_array_equal(np.asarray(out[1:2]), tensor[1:2].numpy())
+
+
+@pytest.fixture
+def device_path_on_cpu(monkeypatch):
+    """Let the runner convert, decode and replay graphs on the CPU, as it does on a GPU."""
+    fake = FakeCudaGraphs()
+    monkeypatch.setattr(TorchRunner, 'device_io_types', ('cuda', 'cpu'))
+    monkeypatch.setattr(TorchRunner, 'graph_device_types', ('cuda', 'cpu'))
+    monkeypatch.setattr(TorchRunner, '_graph_api', lambda self: fake)
+    return fake
+
+
+@pytest.fixture(scope='module')
+def host_model(engine_cache_dir):
+    model = build_pipeline(resolve_manifest('yolov8n'), 'cpu', cache_dir=engine_cache_dir)
+    yield model
+    model.close()
+
+
+def _same(found, want):
+    assert len(found) == len(want) > 0
+    np.testing.assert_array_equal(found.class_ids, want.class_ids)
+    np.testing.assert_allclose(found.boxes, want.boxes, atol=1e-3)
+    np.testing.assert_allclose(found.scores, want.scores, atol=1e-5)
+
+
+@pytest.mark.parametrize('graphs', [False, True])
+def test_device_path_gives_the_host_paths_detections(device_path_on_cpu, host_model, bus_bgr,
+                                                     assets, engine_cache_dir, graphs):
+    """u8 up, convert and decode on the device (graphs replayed or not): same detections."""
+    import cv2
+
+    lines: list[str] = []
+    model = build_pipeline(resolve_manifest('yolov8n'), 'cpu', cache_dir=engine_cache_dir,
+                           cuda_graphs=graphs, log=lines.append)
+    try:
+        assert model.runner.takes_u8 and model.runner.device_outputs
+        info = model.runner.describe()
+        assert info['input'] == 'u8 image, converted on the device'
+        assert info['cuda_graphs'] is graphs
+        zidane = cv2.imread(str(assets / 'zidane.jpg'))
+        for image in (bus_bgr, zidane, bus_bgr):  # a shape change and back
+            _same(model.process(image, 'bgr8', PARAMS),
+                  host_model.process(image, 'bgr8', PARAMS))
+        if graphs:
+            # Captured at load (float warm-up) and at each new shape; replayed per frame.
+            assert device_path_on_cpu.captures == 4 and device_path_on_cpu.replays >= 5
+            assert model.runner._graphs.captured == 1
+        else:
+            assert device_path_on_cpu.captures == 0
+        assert not any('warning' in line for line in lines), lines
+    finally:
+        model.close()
+
+
+@pytest.mark.parametrize('name', ['yolov8n_seg', 'yolov8n_pose'])
+def test_segment_and_pose_take_u8_but_decode_on_the_host(device_path_on_cpu, engine_cache_dir,
+                                                         bus_bgr, name):
+    """Masks and keypoints need every kept anchor's extra rows: their outputs come back as
+    arrays (all of them, graphs or not), and their results equal the host path's."""
+    results = []
+    for io in (False, True):
+        model = build_pipeline(resolve_manifest(name), 'cpu', cache_dir=engine_cache_dir,
+                               device_io=io, cuda_graphs=io)
+        try:
+            assert model.runner.takes_u8 is io and not model.runner.device_outputs
+            results.append(model.process(bus_bgr, 'bgr8', PARAMS))
+            outputs = model.runner.infer(model.task.preprocess(bus_bgr, 'bgr8')[0])
+            assert all(isinstance(out, np.ndarray) for out in outputs)
+            assert len(outputs) == (2 if name.endswith('seg') else 1)
+        finally:
+            model.close()
+    host, device = results
+    _same(device, host)
+    extra = 'masks' if name.endswith('seg') else 'keypoints'
+    np.testing.assert_allclose(getattr(device, extra), getattr(host, extra), atol=1e-3)
+
+
+def test_device_io_off_keeps_the_host_path(device_path_on_cpu, engine_cache_dir, bus_bgr):
+    model = build_pipeline(resolve_manifest('yolov8n'), 'cpu', cache_dir=engine_cache_dir,
+                           device_io=False, cuda_graphs=False)
+    try:
+        assert not model.runner.takes_u8 and not model.runner.device_outputs
+        assert isinstance(model.runner.infer(model.task.preprocess(bus_bgr, 'bgr8')[0])[0],
+                          np.ndarray)
+    finally:
+        model.close()
+
+
+class _Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x)).mean(dim=(2, 3))
+
+
+def test_replay_reads_each_new_input():
+    """Captured once per input key; each replay computes the new frame, as eager does."""
+    net, fake, lines = _Net().eval(), FakeCudaGraphs(), []
+    graphs = GraphReplay(net, CPU, fake, lines.append, 'net')
+    rng = np.random.default_rng(1)
+    with torch.inference_mode():
+        for _ in range(3):
+            x = torch.from_numpy(rng.standard_normal((1, 3, 8, 8)).astype(np.float32))
+            torch.testing.assert_close(graphs.run(x, (8, 8)), net(x), rtol=0, atol=0)
+        assert fake.captures == 1 and fake.replays == 3 and graphs.captured == 1
+        graphs.run(torch.zeros(1, 3, 16, 8), (16, 8))  # another shape: the old graph goes
+        assert fake.captures == 2 and graphs.captured == 1
+    assert lines == []
+
+
+def test_failed_capture_runs_eagerly_with_one_warning(device_path_on_cpu, engine_cache_dir,
+                                                      host_model, bus_bgr):
+    device_path_on_cpu.fail_capture = True
+    lines: list[str] = []
+    model = build_pipeline(resolve_manifest('yolov8n'), 'cpu', cache_dir=engine_cache_dir,
+                           log=lines.append)
+    try:
+        for _ in range(2):
+            _same(model.process(bus_bgr, 'bgr8', PARAMS),
+                  host_model.process(bus_bgr, 'bgr8', PARAMS))
+        warnings = [line for line in lines if 'CUDA graph' in line]
+        assert len(warnings) == 1 and 'running it eagerly' in warnings[0], lines
+        assert model.runner.describe()['cuda_graphs'] is False
+    finally:
+        model.close()

@@ -1,0 +1,162 @@
+"""Several cameras, one model: frames that arrive close together run as one batch.
+
+Each camera is a :class:`~.frame_path.FramePath` of its own (its gate, its counts, its
+dropped-frame count): while its frame waits or runs, its gate is closed and newer frames of
+that camera wait in the middleware, which keeps the newest. So each camera has at most one
+frame here, and stale frames are dropped by the one mechanism, per camera.
+
+The batcher's thread takes the first frame that arrives, waits up to ``batch_window`` ms for
+other cameras' frames (never for a camera that sends nothing: the window is counted from the
+first frame), and runs what it has, up to ``max_batch`` frames, through every model
+(:meth:`~vision_nodes.pipeline.LoadedModel.process_batch`: same network shape, one run).
+Each result is published on its own camera's outputs with its own frame's header; then each
+camera's gate opens again. A camera is named by its index in ``image_topics``: the key of
+anything kept per camera (outputs, and later tracker state).
+"""
+
+from __future__ import annotations
+
+import functools
+import queue
+import threading
+import time
+from typing import Any, Callable
+
+from ..images import ImageConversionError
+from ..stats import stamp_latency
+from .compressed_input import compressed_to_numpy
+from .frame_path import FramePath
+from .image_input import image_to_array
+from .outputs.protocol import Frame
+
+
+class _Tagged:
+    """What a camera's frame path hands its frames to: the batcher's queue, with its index."""
+
+    def __init__(self, shared: queue.SimpleQueue, index: int) -> None:
+        self._shared, self._index = shared, index
+
+    def put(self, msg: Any) -> None:
+        self._shared.put((self._index, msg))
+
+
+class FrameBatcher:
+    """Collect the cameras' frames into batches, run them, publish per camera."""
+
+    def __init__(self, node: Any, frames: FramePath, topics: list[str],
+                 param: Callable[[str], Any], log_error: Callable[[str], None]) -> None:
+        self._node = node
+        #: The node's frame path: its models, and the node-wide counts.
+        self._frames = frames
+        self._param = param
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._topics = list(topics)
+        #: One frame path per camera, in ``image_topics`` order.
+        self.cameras = [FramePath(node, log_error, lambda: False, sink=_Tagged(self._queue, i))
+                        for i in range(len(topics))]
+        self._thread: threading.Thread | None = None
+
+    @property
+    def limit(self) -> int:
+        """Most frames a batch takes: ``max_batch`` (0: one per camera)."""
+        return int(self._param('max_batch')) or len(self.cameras)
+
+    def start(self) -> None:
+        """Start the batcher's thread, every camera's gate open and counts at zero."""
+        for camera in self.cameras:
+            camera.reset()
+        self._thread = threading.Thread(target=self._loop, name='batcher', daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Finish the batch in flight and stop the thread (idempotent)."""
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        for camera in self.cameras:
+            camera.gate.open = True
+
+    def _loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            batch = self._collect(first)
+            try:
+                self._process(batch)
+            finally:
+                for index, _ in batch:
+                    self.cameras[index].reopen()
+
+    def _collect(self, first: tuple[int, Any]) -> list[Any]:
+        """Return the first frame and those arriving within the window, up to the limit."""
+        batch = [first]
+        deadline = time.monotonic() + float(self._param('batch_window')) / 1000.0
+        limit = self.limit
+        while len(batch) < limit:
+            left = deadline - time.monotonic()
+            try:
+                item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:  # stop: run what was taken, then end
+                self._queue.put(None)
+                break
+            batch.append(item)
+        return batch
+
+    def _process(self, batch: list[tuple[int, Any]]) -> None:
+        """Convert each frame once, run every model on the batch, publish per camera."""
+        started = time.monotonic()
+        taken = []
+        for index, msg in batch:
+            self._frames.stats.on_received()
+            try:
+                image, encoding = compressed_to_numpy(msg) if hasattr(msg, 'format') \
+                    else image_to_array(msg)
+            except ImageConversionError as exc:
+                self._error(index, f'skipping image: {exc}')
+                continue
+            taken.append((index, msg, image, encoding))
+        models = self._frames.models
+        if not taken or not models:
+            return
+        results: dict[str, list[Any]] = {}
+        for model in models:  # every model on the whole batch, then the outputs
+            try:
+                results[model.name] = model.pipeline.process_batch(
+                    [(image, encoding) for _, _, image, encoding in taken],
+                    model.params.current)
+            except Exception as exc:  # noqa: BLE001 - one bad batch must not stop the node
+                for index, *_ in taken:
+                    self._error(index, f"model '{model.name}': inference failed on a frame: "
+                                       f'{type(exc).__name__}: {exc}')
+        done = [False] * len(taken)
+        for position, (index, msg, image, encoding) in enumerate(taken):
+            frame = Frame(image, encoding, msg.header, input=self._topics[index],
+                          result_of=functools.partial(_result_of, results, position))
+            for model in models:
+                if model.name in results:
+                    model.outputs.cameras[index].publish(results[model.name][position],
+                                                         msg.header, frame)
+                    done[position] = True
+        now_ns = self._node.get_clock().now().nanoseconds
+        for ok, (index, msg, _, _) in zip(done, taken):
+            if ok:
+                stamp = msg.header.stamp
+                latency = stamp_latency(stamp.sec, stamp.nanosec, now_ns)
+                processing = time.monotonic() - started
+                self.cameras[index].stats.on_processed(latency, processing)
+                self._frames.stats.on_processed(latency, processing)
+
+    def _error(self, index: int, text: str) -> None:
+        """Count an error on the camera's entry and the node's; log it (rate-limited)."""
+        self.cameras[index].stats.on_error(text)
+        self._frames.frame_error(f"camera '{self._topics[index]}': {text}")
+
+
+def _result_of(results: dict[str, list[Any]], position: int, name: str) -> Any:
+    """Model ``name``'s result on the frame at ``position`` (None: it did not run or failed)."""
+    found = results.get(name)
+    return None if found is None else found[position]
