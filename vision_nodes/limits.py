@@ -83,3 +83,5 @@ MAX_BATCH_WINDOW_MS = 1000.0
 MAX_CUDA_GRAPHS = 4
 #: Largest tracker configuration YAML (``tracker_config``), in bytes.
 MAX_TRACKER_CONFIG_BYTES = 64 << 10
+#: Frames whose stage durations the node keeps for its stage medians (diagnostics).
+STAGE_WINDOW = 256

@@ -21,6 +21,7 @@ from .manifest import ModelManifest
 from .platform.cuda import CudaError
 from .runners.base import Runner, RunnerConfig, RunnerError
 from .runners.registry import Selection, artifact_request, resolve, runner_class, select
+from .stage_times import mark
 from .tasks import Task, create_task
 from .tasks.preprocess import rect_shape
 from .text import clip
@@ -66,8 +67,12 @@ class LoadedModel:
         """Run one decoded image array through the model; results are in source terms."""
         shape = self._prepare(image)
         tensor, meta = self.task.preprocess(image, encoding, shape)
+        mark('preprocess')
         outputs = self.runner.infer(tensor)
-        return self.task.postprocess(outputs, meta, params)
+        mark('inference')
+        result = self.task.postprocess(outputs, meta, params)
+        mark('postprocess')
+        return result
 
     def _prepare(self, image: np.ndarray) -> tuple[int, int]:
         shape = self.input_shape(image.shape[:2])
@@ -148,11 +153,11 @@ def artifact_chain(cache: ArtifactCache, log: Log = _no_log) -> ArtifactChain:
     return ArtifactChain(cache, log, preprocessor_for=calibration_preprocessor)
 
 
-def _artifact(config: RunnerConfig, chain: ArtifactChain | None) -> Any:
+def _artifact(config: RunnerConfig, chain: ArtifactChain | None, u8_input: bool) -> Any:
     """Ask the artifact chain for what the runner of the resolved ``config`` loads."""
     chain = chain or artifact_chain(config.cache, config.log)
     try:
-        return chain.artifact(artifact_request(config))
+        return chain.artifact(replace(artifact_request(config), u8_input=u8_input))
     except CalibrationError as exc:
         raise RunnerError(str(exc)) from exc
     except (CacheError, CudaError) as exc:  # EngineBuildError is a CacheError
@@ -162,17 +167,21 @@ def _artifact(config: RunnerConfig, chain: ArtifactChain | None) -> Any:
 
 
 def create_runner(config: RunnerConfig, log: Log = _no_log,
-                  chain: ArtifactChain | None = None) -> Runner:
+                  chain: ArtifactChain | None = None, u8_input: bool = False) -> Runner:
     """Create and load the runner of the named backend ``config.backend``.
 
     Everything is decided first (:func:`~.runners.registry.resolve`: backend, device,
     precision, device facts), then the artifact chain (``chain``, by default one over
     ``config.cache`` with the tasks' calibration preprocessing) gives the finished artifact,
-    and the runner only loads it. ``auto`` is decided by :func:`~.runners.registry.select` before
-    (:func:`build_pipelines` loads its candidates in order), so it is refused here.
+    and the runner only loads it. With ``u8_input`` a runner that can take the u8 image also
+    gets the model with the pre-processing embedded. ``auto`` is decided by
+    :func:`~.runners.registry.select` before (:func:`build_pipelines` loads its candidates in
+    order), so it is refused here.
     """
     config = resolve(config, log)
-    runner = runner_class(config.backend)(replace(config, artifact=_artifact(config, chain)))
+    cls = runner_class(config.backend)
+    u8_input = u8_input and cls.supports_u8_input
+    runner = cls(replace(config, artifact=_artifact(config, chain, u8_input)))
     runner.load()
     return runner
 
@@ -253,7 +262,9 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection
         try:
             for manifest, task in zip(manifests, tasks):
                 config = _config(manifest, candidate, model_dir, cache_dir, **options)
-                loaded.append(_model(manifest, create_runner(config, log), task))
+                runner = create_runner(config, log, u8_input=getattr(
+                    task, 'supports_u8_input', False))
+                loaded.append(_model(manifest, runner, task))
         except Exception as exc:  # noqa: BLE001 - auto falls back; a named backend re-raises
             for model in loaded:
                 model.close()

@@ -17,6 +17,7 @@ from builtin_interfaces.msg import Time
 
 from vision_nodes.ros.diagnostics import (NodeFacts, diagnostic_array, diagnostic_status,
                                           status_values)
+from vision_nodes.stage_times import STAGES, FrameClock, StageTimes, mark, stage_key, timing
 from vision_nodes.stats import (ERROR, OK, WARN, FrameStats, HealthLimits, assess,
                                 host_rss_bytes, stamp_latency)
 
@@ -315,3 +316,53 @@ def test_untrusted_text_is_clipped_in_the_message():
 def test_status_values_without_device_memory_or_rss():
     pairs = status_values(_snap_after(5.0), FACTS, HealthLimits(), 'active')
     assert [k for k, _ in pairs] == KEYS and dict(pairs)['host RSS (MiB)'] == 'n/a'
+
+
+# ----------------------------------------------------------------- stage times
+
+
+def test_frame_clock_marks_end_the_stage_begun_at_the_last_mark():
+    clock = FrameClock(start=0.0)
+    clock.add('dds_in', 0.002)
+    with timing(clock):
+        mark('convert')
+        mark('preprocess')
+        mark('convert')  # a stage met twice adds up
+    mark('publish')  # outside the block: no current clock, nothing counted
+    assert set(clock.spent) == {'dds_in', 'convert', 'preprocess'}
+    assert clock.spent['dds_in'] == 0.002
+    assert clock.spent['convert'] > clock.spent['preprocess'] >= 0.0
+
+
+def test_stage_medians_over_the_last_frames_and_their_diagnostic_values():
+    times = StageTimes(window=3)
+    assert times.medians() == {}
+    assert set(times.diagnostic_values().values()) == {'n/a'}
+    for inference in (0.010, 0.020, 0.030, 0.040):  # the first falls out of the window
+        times.add({'inference': inference, 'convert': 0.001, 'receive': -1e-6})
+    medians = times.medians()
+    assert list(medians) == list(STAGES)
+    assert medians['inference'] == pytest.approx(0.030)
+    assert medians['receive'] == 0.0 and medians['publish'] == 0.0  # negative skew, absent
+    values = times.diagnostic_values()
+    assert values[stage_key('inference')] == '30.000' and values[stage_key('convert')] == '1.000'
+    status = diagnostic_status(_snap_after(5.0), FACTS, HealthLimits(), extra=values)
+    got = {kv.key: kv.value for kv in _round_trip(diagnostic_array(Time(), status)).status[0]
+           .values}
+    assert [k for k in got if k.startswith('stage ')] == [stage_key(s) for s in STAGES]
+
+
+def test_stage_clocks_of_threads_do_not_mix():
+    clocks = [FrameClock() for _ in range(4)]
+
+    def work(clock: FrameClock, stage: str) -> None:
+        with timing(clock):
+            for _ in range(200):
+                mark(stage)
+
+    threads = [threading.Thread(target=work, args=(c, f's{i}')) for i, c in enumerate(clocks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [list(c.spent) for c in clocks] == [[f's{i}'] for i in range(4)]

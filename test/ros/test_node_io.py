@@ -25,6 +25,7 @@ from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from node_harness import Harness, start_camera  # noqa: E402
 from sync_helpers import ApproximateTimeSynchronizer, stamp_ns  # noqa: E402
+from vision_nodes.stage_times import STAGES, stage_key  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,6 +151,11 @@ def test_diagnostics_report_rates_drops_and_silence(model_dir, engine_cache_dir,
         assert values['backend'] == 'onnx' and values['models'] == 'yolov8n'
         assert float(values['latency p50 (ms)']) > 0
         assert 'expected 30 Hz' in busy.message
+        # The node's own stage breakdown: every stage a number; the network's time counted.
+        stages = {stage: float(values[stage_key(stage)]) for stage in STAGES}
+        assert min(stages.values()) >= 0 and stages['inference'] > 0
+        assert stages['dds_in'] > 0 and stages['receive'] > 0  # middleware timestamps read
+        assert stages['handoff'] > 0
     finally:
         h.close()
 

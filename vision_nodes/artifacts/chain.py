@@ -6,6 +6,7 @@
                           │ └──────────▶ TensorRT engine      (fp32/fp16/int8, per GPU)
                           └──convert──▶ OpenVINO IR ──NNCF──▶ INT8 IR
                                                     └─────────▶ compiled blobs (GPU/NPU)
+    OpenVINO IR or INT8 IR ──PrePostProcessor──▶ u8-input IR (the pre-processing embedded)
 
 Each step is an entry of the engine cache keyed on its parent's hash and on every version
 that changes its result (:mod:`.onnx_export`, :mod:`.onnx_fp16`, :mod:`.openvino_convert`,
@@ -66,6 +67,8 @@ class ArtifactChain:
             ir = self.openvino_ir(manifest, weights)
             if request.precision == 'int8':
                 ir = self._int8_unless_quantized(manifest, ir, request.calibration_dir)
+            if request.u8_input:
+                ir = replace(ir, u8_input=self._u8_twin(manifest, ir))
             return replace(ir, compile_cache=self.openvino_compile_cache()) \
                 if request.compile_cache else ir
         if request.kind == 'tensorrt':
@@ -247,6 +250,27 @@ class ArtifactChain:
         rect = ov_facts.dynamic_hw(model) and manifest.rect and \
             manifest.preprocessing.letterbox
         return self.openvino_int8(manifest, ir, lambda: model, rect, calibration_dir)
+
+    def _u8_twin(self, manifest: ModelManifest, ir: OpenVinoIr) -> OpenVinoIr:
+        """Return the u8-input twin of ``ir`` (the parent is read only on a miss)."""
+        from ..platform import openvino as ov_facts
+
+        return self.openvino_u8_input(manifest, ir,
+                                      lambda: ov_facts.read_model(ir.xml, ir.weights)[0])
+
+    def openvino_u8_input(self, manifest: ModelManifest, parent: OpenVinoIr,
+                          read_parent: Callable[[], Any]) -> OpenVinoIr:
+        """Return ``parent`` taking the u8 NHWC image, its pre-processing embedded (cached).
+
+        ``read_parent()`` returns the parent as an ``openvino.Model`` (called on a miss).
+        """
+        from .openvino_convert import IR_BIN, IR_XML
+        from .openvino_u8_input import ensure_u8_input_ir
+
+        entry = ensure_u8_input_ir(manifest, parent.sha256, read_parent, self.cache, self.log)
+        xml, data = entry.read_verified(IR_XML), entry.read_verified(IR_BIN)
+        return OpenVinoIr(xml, data, entry.file(IR_XML), f'{parent.kind}+u8', parent.hit,
+                          parent.labels, _ir_sha256(xml, data))
 
     def openvino_compile_cache(self) -> Path:
         """Return the folder for OpenVINO's compiled blobs (``CACHE_DIR``), created if needed."""

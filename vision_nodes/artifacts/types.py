@@ -94,6 +94,8 @@ class OpenVinoIr:
     sha256: str
     #: Folder for OpenVINO's compiled blobs (``CACHE_DIR``), where the device is worth it.
     compile_cache: Path | None = None
+    #: The same model taking the u8 NHWC image, its pre-processing embedded (where asked).
+    u8_input: 'OpenVinoIr | None' = None
 
 
 @dataclass(frozen=True)
@@ -134,5 +136,7 @@ class ArtifactRequest:
     fp16_for: str = ''
     #: openvino: whether compiled blobs are kept (GPU, NPU).
     compile_cache: bool = False
+    #: openvino: also the u8-input twin (the task hands the u8 image; the runtime converts).
+    u8_input: bool = False
     #: tensorrt: the GPU the engine is built for.
     gpu: 'GpuInfo | None' = None

@@ -97,3 +97,14 @@ def cpu_info() -> CpuInfo:
     except OSError:
         text = ''
     return parse_cpuinfo(text, _usable_cores())
+
+
+def int8_float_type(cpu: CpuInfo) -> str:
+    """Return the type an INT8 model's float layers run in on ``cpu``: 'bf16' or 'f32'.
+
+    bf16 where the CPU computes it natively (AMX or AVX-512 BF16): there the float layers
+    (the first convolution's input, the output tail) cost as much as the quantized ones in
+    f32, which made INT8 slower than a whole-model bf16. Elsewhere bf16 would be emulated,
+    slower than f32, so they stay f32. ``precision: fp32`` never asks this: it is exact f32.
+    """
+    return 'bf16' if cpu.bf16 else 'f32'

@@ -75,7 +75,7 @@ class DiagnosticsPublisher:
         device_memory = None
         if models and self._reports_memory:  # describe() is not free: only if it tells
             device_memory = models[0].pipeline.runner.describe().get('memory_used')
-        extra: dict[str, str] = {}
+        extra: dict[str, str] = self._frames.stages.diagnostic_values()
         for model in models:  # outputs that count what they do (tracking, 3D)
             extra.update(getattr(model.outputs, 'diagnostics', dict)())
         status = diagnostic_status(

@@ -23,6 +23,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from ..images import ImageConversionError
 from ..pipeline import LoadedModel
+from ..stage_times import FrameClock, StageTimes, mark, timing
 from ..stats import FrameStats, stamp_latency
 from . import compat
 from .compressed_input import compressed_to_numpy
@@ -76,6 +77,8 @@ class FramePath:
         self.gate = _Gate()
         self._wake = node.create_guard_condition(lambda: None)
         self.stats = FrameStats()
+        #: Per-stage medians of the first model's frames (diagnostics, benchmark).
+        self.stages = StageTimes()
         self._lock = threading.RLock()  # the models, against transitions
         self.models: list[ServedModel] = []
         self._frames: Any = sink if sink is not None else queue.SimpleQueue()
@@ -101,6 +104,7 @@ class FramePath:
     def reset(self) -> None:
         """Set the counts to zero, forget sequence numbers, open the gate."""
         self.stats.reset()
+        self.stages.reset()
         self._last_seq.clear()
         self.gate.open = True
 
@@ -120,11 +124,11 @@ class FramePath:
         """Return the image subscription handler (with message info where rclpy gives it)."""
         return self.on_image_with_info if compat.MESSAGE_INFO else self.on_image
 
-    def on_image(self, msg: Any) -> None:
-        """Close the gate and hand the frame to the inference thread."""
+    def on_image(self, msg: Any, times: tuple[int, int] | None = None) -> None:
+        """Close the gate and hand the frame (and its DDS source/reception ns) to the thread."""
         self.gate.open = False
         self.stats.on_received()
-        self._frames.put(msg)
+        self._frames.put((msg, times, time.time_ns()))
 
     def on_image_with_info(self, msg: Any, info: Any) -> None:
         """Count the frames the middleware dropped before this one, then :meth:`on_image`."""
@@ -137,7 +141,9 @@ class FramePath:
                 for _ in range(min(seq - last - 1, 1000)):
                     self.stats.on_received()
                     self.stats.on_dropped()
-        self.on_image(msg)
+        times = (info.get('source_timestamp'), info.get('received_timestamp')) \
+            if isinstance(info, dict) else None
+        self.on_image(msg, times if times and all(times) else None)
 
     def frame_error(self, text: str) -> None:
         """Count and log (rate-limited) an error about one frame."""
@@ -146,11 +152,11 @@ class FramePath:
 
     def _loop(self) -> None:
         while True:
-            msg = self._frames.get()
-            if msg is None:
+            item = self._frames.get()
+            if item is None:
                 return
             try:
-                self._process(msg)
+                self._process(*item)
             finally:
                 self.reopen()
 
@@ -163,9 +169,14 @@ class FramePath:
         self.gate.open = True
         self._wake.trigger()
 
-    def _process(self, msg: Any) -> None:
-        """Convert once, run every wanted model, publish each result."""
+    def _process(self, msg: Any, times: tuple[int, int] | None, called_ns: int) -> None:
+        """Convert once, run every wanted model, publish each result; time the first model's."""
         started = time.monotonic()
+        clock = FrameClock()
+        if times is not None:
+            clock.add('dds_in', (times[1] - times[0]) / 1e9)
+            clock.add('receive', (called_ns - times[1]) / 1e9)
+        clock.add('handoff', (time.time_ns() - called_ns) / 1e9)
         with self._lock:
             models, helpers = self.models, self._helpers
             if not models:
@@ -178,28 +189,37 @@ class FramePath:
             except ImageConversionError as exc:
                 self.frame_error(f'skipping image: {exc}')
                 return
+            clock.mark('convert')
             lazy = self._lazy() and len(models) > 1
             wanted = _with_sources(models, [m for m in models
                                             if not lazy or m.outputs.wanted()])
             done: dict[str, Future] = {m.name: Future() for m in wanted}
             frame = Frame(image, encoding, msg.header,
                           result_of=lambda name: _result(done.get(name)))
-            pending = [helpers[m.name].submit(self._run, m, frame, done[m.name])
+            pending = [helpers[m.name].submit(self._run, m, frame, done[m.name], FrameClock())
                        for m in wanted[1:]]
-            results = [self._run(wanted[0], frame, done[wanted[0].name])] if wanted else []
+            results = [self._run(wanted[0], frame, done[wanted[0].name], clock)] \
+                if wanted else []
             results += [future.result() for future in pending]
+        if results and results[0]:
+            self.stages.add(clock.spent)
         if any(results):
             stamp = msg.header.stamp
             self.stats.on_processed(
                 stamp_latency(stamp.sec, stamp.nanosec, self._node.get_clock().now().nanoseconds),
                 time.monotonic() - started)
 
-    def _run(self, model: ServedModel, frame: Frame, done: Future) -> bool:
+    def _run(self, model: ServedModel, frame: Frame, done: Future, clock: FrameClock) -> bool:
         """Run one model on a converted frame and publish its result; False if it failed.
 
         ``done`` receives the result (None on failure) before it is published, for the
-        outputs of other models that read it (:attr:`Frame.result_of`).
+        outputs of other models that read it (:attr:`Frame.result_of`). The stages are
+        marked on ``clock``.
         """
+        with timing(clock):
+            return self._run_timed(model, frame, done)
+
+    def _run_timed(self, model: ServedModel, frame: Frame, done: Future) -> bool:
         result = None
         try:
             result = model.pipeline.process(frame.image, frame.encoding, model.params.current)
@@ -213,6 +233,7 @@ class FramePath:
         finally:
             done.set_result(result)
         model.outputs.publish(result, frame.header, frame)
+        mark('publish')
         return True
 
 

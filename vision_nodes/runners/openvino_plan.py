@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..platform import openvino as facts
-from ..platform.cpu import cpu_info
+from ..platform.cpu import cpu_info, int8_float_type
 from ..platform.devices import DeviceError, OpenVinoDevice, openvino_device
 from .base import Runner, RunnerConfig, RunnerError
 
@@ -109,10 +109,10 @@ def precision_unavailable(config: RunnerConfig) -> str | None:
 
 def inference_type(precision: str, family: str) -> str:
     """INFERENCE_PRECISION_HINT for one device type at ``precision`` (resolved, not auto)."""
-    if precision == 'fp32' or (precision == 'int8' and family == 'CPU'):
-        # An int8 model's float layers (its output tail) stay exact on CPUs: bf16 there
-        # would round box coordinates (docs/backends.md, OpenVINO settings).
+    if precision == 'fp32':
         return EXACT_TYPE
+    if precision == 'int8' and family == 'CPU':  # bf16 where native (platform/cpu.py)
+        return int8_float_type(cpu_info())
     # fp16, and the float layers of an int8 model on GPUs and NPUs.
     return facts.fast_reduced_type(family) or EXACT_TYPE
 

@@ -30,6 +30,7 @@ class OpenVinoRunner(Runner):
     """Runs an OpenVINO IR from the artifact chain on the device its plan names."""
 
     backends = ('openvino',)
+    supports_u8_input = True
 
     def __init__(self, config: RunnerConfig) -> None:
         super().__init__(config)
@@ -46,6 +47,8 @@ class OpenVinoRunner(Runner):
         self.quantized = False
         #: The plan: device, inference types, compile settings (set by the registry).
         self.plan = config.device_facts
+        #: The u8-input twin (model, weights buffer), read when first compiled.
+        self._u8: tuple[Any, Any] | None = None
 
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
@@ -88,24 +91,36 @@ class OpenVinoRunner(Runner):
             return f'int8 in the quantized layers, {self.plan.inference_words()} elsewhere'
         return self.plan.inference_words()
 
-    def _compiled_for(self, shape: tuple[int, int]) -> Any:
-        found = self._compiled.get(shape)
+    def _u8_model(self) -> Any:
+        """Return the model with the pre-processing embedded (the chain's u8-input twin)."""
+        if self._u8 is None:
+            twin = self.config.artifact.u8_input
+            if twin is None:
+                raise RunnerError('the u8-input model was not prepared: create the runner '
+                                  'through vision_nodes.pipeline with u8_input')
+            self._u8 = facts.read_model(twin.xml, twin.weights)
+        return self._u8[0]
+
+    def _compiled_for(self, shape: tuple[int, int], u8: bool = False) -> Any:
+        key = (*shape, 'u8') if u8 else shape
+        found = self._compiled.get(key)
         if found is not None:
-            self._compiled.move_to_end(shape)
+            self._compiled.move_to_end(key)
             return found[1]
         if self._model is None:
             raise RunnerError('runner is not loaded')
         if tuple(shape) != tuple(self.config.manifest.input_size) and not self.dynamic_shapes:
             raise RunnerError(f'this model only takes input shape '
                               f'{tuple(self.config.manifest.input_size)}, not {tuple(shape)}')
-        model = self._model.clone()
+        model = (self._u8_model() if u8 else self._model).clone()
         if self.dynamic_shapes or self.max_batch > 1:
             import openvino as ov
 
             batch = ov.Dimension(1, self.max_batch) if self.max_batch > 1 else 1
             size = shape if self.dynamic_shapes else self.config.manifest.input_size
+            dims = [int(size[0]), int(size[1])]
             model.reshape({model.inputs[0]: ov.PartialShape(
-                [batch, 3, int(size[0]), int(size[1])])})
+                [batch, *dims, 3] if u8 else [batch, 3, *dims])})
         device = self.plan.device.name
         try:
             compiled = facts.core().compile_model(model, device, self._properties)
@@ -113,7 +128,7 @@ class OpenVinoRunner(Runner):
             raise RunnerError(f'OpenVINO cannot compile the model for {device}: '
                               f'{clip(str(exc), 400)}') from exc
         request = compiled.create_infer_request()
-        self._compiled[shape] = (compiled, request)
+        self._compiled[key] = (compiled, request)
         while len(self._compiled) > MAX_COMPILED_SHAPES:
             self._compiled.popitem(last=False)
         return request
@@ -121,18 +136,23 @@ class OpenVinoRunner(Runner):
     def prepare_shape(self, shape: tuple[int, int]) -> None:
         """Compile (and warm up) the model for ``shape`` now, so no frame waits for it."""
         shape = (int(shape[0]), int(shape[1]))
-        if shape in self._compiled:
+        if ((*shape, 'u8') if self.takes_u8 else shape) in self._compiled:
             return
-        request = self._compiled_for(shape)
-        request.infer({0: np.zeros((1, 3) + shape, dtype=np.float32)})
+        request = self._compiled_for(shape, self.takes_u8)
+        request.infer({0: np.zeros((1, *shape, 3), np.uint8) if self.takes_u8
+                       else np.zeros((1, 3) + shape, dtype=np.float32)})
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
-        request = self._compiled_for((int(tensor.shape[2]), int(tensor.shape[3])))
+        """Run (N, 3, H, W) float32 tensors, or (N, H, W, 3) u8 bgr images (``takes_u8``)."""
+        u8 = tensor.dtype == np.uint8
+        size = tensor.shape[1:3] if u8 else tensor.shape[2:4]
+        request = self._compiled_for((int(size[0]), int(size[1])), u8)
         result = request.infer({0: tensor}, share_inputs=True, share_outputs=False)
         return list(result.to_tuple())
 
     def _unload(self) -> None:
         self._compiled.clear()
+        self._u8 = None
         self._model = None
         self._weights_buffer = None
 
@@ -145,7 +165,9 @@ class OpenVinoRunner(Runner):
             return info
         info.update(device=self.plan.device.name, artifact=self.artifact,
                     inference_type=self._precision_words(),
-                    shapes=[list(s) for s in self._compiled])
+                    shapes=[list(s[:2]) for s in self._compiled],
+                    input='u8 NHWC bgr, pre-processing in the model' if self.takes_u8
+                    else 'float32 NCHW')
         if self._compiled:
             info.update(facts.compiled_facts(next(reversed(self._compiled.values()))[0]))
         info['device_name'] = ', '.join(str(facts.full_name(f)) for f in self.plan.families)

@@ -403,7 +403,7 @@ def test_a_file_swapped_after_the_check_is_never_loaded(build, fp32, engine_cach
 
     _copy_entries(engine_cache_dir, tmp_path, 'yolov8n-onnx-', 'yolov8n-openvino-')
     weights = next(p for p in tmp_path.glob('yolov8n-openvino-*/model.bin')
-                   if 'int8' not in p.parent.name)
+                   if 'int8' not in p.parent.name and '-u8-' not in p.parent.name)
     # As if the entry had been checked (lookup) and then swapped before the runner read it.
     monkeypatch.setattr(ArtifactCache, 'validate', staticmethod(lambda entry, files=(): True))
     weights.write_bytes(bytes(weights.stat().st_size))
@@ -459,3 +459,59 @@ def test_auto_falls_back_from_openvino_to_onnx(manifest, model_dir, engine_cache
             text.index("precision auto: 'fp32' on backend 'onnx'")
     finally:
         pipeline.close()
+
+
+@pytest.mark.parametrize('name', IMAGES)
+def test_int8_float_layers_in_this_cpus_type_agree_with_fp32(int8, fp32, images, name):
+    """The accuracy check of int8's float layers in the type this CPU gets (bf16 with AMX or
+    AVX-512 BF16, else f32: platform/cpu.int8_float_type) against exact fp32: the same
+    confident objects, and no confident box's edge moved by more than 4 px or 2 % of its size
+    (int8 with f32 float layers moved zidane.jpg's 1000 px wide person by 9.8 px)."""
+    from vision_nodes.platform.cpu import cpu_info, int8_float_type
+
+    float_type = int8_float_type(cpu_info())
+    assert int8.runner.describe()['inference_type'] == \
+        f'int8 in the quantized layers, {float_type} elsewhere'
+    want = fp32.process(images[name], 'bgr8', PARAMS)
+    got = int8.process(images[name], 'bgr8', PARAMS)
+    assert_same_detections(want, got, at_least=2)
+    for box, cls in zip(want.boxes[want.scores >= 0.5], want.class_ids[want.scores >= 0.5]):
+        same = got.boxes[got.class_ids == cls]
+        bound = max(4.0, 0.02 * float(max(box[2] - box[0], box[3] - box[1])))
+        assert np.abs(same - box).max(axis=1).min() <= bound, (float_type, box, same)
+
+
+@pytest.mark.parametrize('name', IMAGES)
+def test_u8_input_with_the_preprocessing_in_the_model_gives_the_host_paths_detections(
+        fp32, int8, images, name):
+    """The pipeline hands OpenVINO the letterboxed u8 image and the model converts it
+    (artifacts/openvino_u8_input.py); the detections equal the host float path's, at fp32
+    and int8, the float tensors of other callers still run."""
+    for pipeline in (fp32, int8):
+        assert pipeline.task.u8_input and pipeline.runner.takes_u8
+        assert pipeline.runner.describe()['input'].startswith('u8 NHWC bgr')
+        got = pipeline.process(images[name], 'bgr8', PARAMS)
+        pipeline.task.u8_input = False
+        try:
+            want = pipeline.process(images[name], 'bgr8', PARAMS)
+        finally:
+            pipeline.task.u8_input = True
+        assert len(got) == len(want) >= 2
+        np.testing.assert_array_equal(got.class_ids, want.class_ids)
+        np.testing.assert_allclose(got.boxes, want.boxes, atol=1e-2)
+        np.testing.assert_allclose(got.scores, want.scores, atol=1e-4)
+
+
+def test_u8_input_ir_is_a_cache_entry_keyed_on_the_embedded_preprocessing(fp32,
+                                                                          engine_cache_dir):
+    from vision_nodes.artifacts.openvino_u8_input import u8_input_fields
+    from vision_nodes.manifest import Preprocessing
+
+    assert fp32.runner.describe()['artifact'] == 'ir'
+    assert any(p.name.startswith('yolov8n-openvino-u8-') for p in Path(engine_cache_dir)
+               .iterdir()), sorted(p.name for p in Path(engine_cache_dir).iterdir())
+    base = u8_input_fields('a' * 64, Preprocessing())
+    for changed in (Preprocessing(color_order='bgr'), Preprocessing(scale=1.0),
+                    Preprocessing(mean=(0.5, 0.5, 0.5)), Preprocessing(std=(2.0, 2.0, 2.0))):
+        assert cache_key(u8_input_fields('a' * 64, changed)) != cache_key(base)
+    assert cache_key(u8_input_fields('b' * 64, Preprocessing())) != cache_key(base)

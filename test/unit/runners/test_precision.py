@@ -257,3 +257,44 @@ def test_openvino_device(spec, name, virtual, candidates):
 def test_bad_openvino_devices(spec):
     with pytest.raises(DeviceError, match='is not a device'):
         openvino_device(spec)
+
+
+# ---------------------------------------------------------------------- int8's float layers
+_FLAGS = {'amx': 'avx512f amx_tile amx_bf16 amx_int8', 'avx512_bf16': 'avx512f avx512_bf16',
+          'avx512': 'avx512f avx512_vnni', 'avx2': 'avx2 fma', 'none': ''}
+
+
+def _cpu(kind: str):
+    return parse_cpuinfo(f'model name : faked {kind}\nflags : {_FLAGS[kind]}\n', 2)
+
+
+@pytest.mark.parametrize('kind,expected', [('amx', 'bf16'), ('avx512_bf16', 'bf16'),
+                                           ('avx512', 'f32'), ('avx2', 'f32'),
+                                           ('none', 'f32')])
+def test_int8_float_layers_run_bf16_only_where_the_cpu_has_it(kind, expected):
+    from vision_nodes.platform.cpu import int8_float_type
+
+    assert int8_float_type(_cpu(kind)) == expected
+
+
+@pytest.mark.parametrize('kind', ['amx', 'avx2'])
+def test_the_openvino_runner_asks_for_that_type_and_fp32_stays_f32(config, monkeypatch, ov,
+                                                                   kind):
+    """The CPU facts are faked through platform/cpu.py's API; OpenVINO itself is real (on a
+    CPU without bf16 it computes f32 whatever is asked, so the request is what is checked)."""
+    from vision_nodes.runners import openvino_plan
+
+    monkeypatch.setattr(openvino_plan, 'cpu_info', lambda: _cpu(kind))
+    ir = resolve_manifest('yolov8n_int8_openvino')
+    int8 = create_runner(replace(config, manifest=ir, weights=ir.weights_path(),
+                                 precision='int8'))
+    fp32 = create_runner(replace(config, precision='fp32'))
+    try:
+        float_type = 'bf16' if kind == 'amx' else 'f32'
+        assert int8.describe()['inference_type'] == f'int8 in the quantized layers, ' \
+            f'{float_type} elsewhere'
+        assert fp32.describe()['inference_type'] == 'f32'
+        assert fp32._properties['INFERENCE_PRECISION_HINT'] == 'f32'  # what is compiled
+    finally:
+        int8.unload()
+        fp32.unload()

@@ -12,7 +12,7 @@ from vision_nodes.ros.image_input import image_to_numpy, numpy_to_image
 from vision_nodes.manifest import Preprocessing, parse_manifest
 from vision_nodes.tasks.detect import DetectionParams, DetectionTask, decode
 from vision_nodes.tasks.nms import nms
-from vision_nodes.tasks.preprocess import LetterboxMeta, channel_map, prepare
+from vision_nodes.tasks.preprocess import LetterboxMeta, channel_map, prepare, prepare_u8
 
 from reference_images import letterbox, to_tensor
 
@@ -168,7 +168,7 @@ def test_padded_message_prepares_like_packed_copy() -> None:
     np.testing.assert_array_equal(actual, expected)
 
 
-@pytest.mark.parametrize('shape, size, encoding, prep', [
+PREPARE_CASES = [
     ((810, 1080, 3), (640, 640), 'bgr8', Preprocessing()),           # landscape: rows padded
     ((1080, 810, 3), (640, 640), 'bgr8', Preprocessing()),           # portrait: columns padded
     ((481, 639, 3), (320, 320), 'rgb8', Preprocessing(pad_value=0)),  # odd padding
@@ -179,7 +179,11 @@ def test_padded_message_prepares_like_packed_copy() -> None:
     ((90, 120, 4), (64, 64), 'bgra8', Preprocessing(color_order='bgr')),
     ((70, 130, 3), (64, 64), 'rgb8', Preprocessing(
         scale=1 / 255, mean=(0.485, 0.456, 0.406), std=(0.229, 0.224, 0.225), pad_value=3)),
-])
+    ((810, 1080, 3), (640, 480), 'bgr8', Preprocessing()),           # rect: fills the input
+]
+
+
+@pytest.mark.parametrize('shape, size, encoding, prep', PREPARE_CASES)
 def test_prepare_equals_tensor_of_letterboxed_canvas(shape, size, encoding, prep) -> None:
     """The per-frame path (no 8-bit canvas) gives exactly the canvas path's tensor."""
     img = np.random.default_rng(sum(shape)).integers(0, 256, shape, dtype=np.uint8)
@@ -191,6 +195,25 @@ def test_prepare_equals_tensor_of_letterboxed_canvas(shape, size, encoding, prep
     assert actual_meta == meta
     assert actual.flags.c_contiguous and actual.shape == (1, 3) + size
     np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize('shape, size, encoding, prep', PREPARE_CASES)
+def test_u8_input_is_the_letterboxed_bgr_image_the_float_path_converts(
+        shape, size, encoding, prep) -> None:
+    """prepare_u8 hands the letterboxed 8-bit image in bgr order: converted as the runtime
+    converts it, it is exactly prepare's tensor; the task hands it when u8_input is set."""
+    img = np.random.default_rng(sum(shape)).integers(0, 256, shape, dtype=np.uint8)
+    image, meta = prepare_u8(img, encoding, size, prep)
+    want, want_meta = prepare(img, encoding, size, prep)
+    assert image.dtype == np.uint8 and image.shape == (1,) + size + (3,) and meta == want_meta
+    np.testing.assert_array_equal(to_tensor(image[0], channel_map('bgr8', prep.color_order),
+                                            prep), want)
+    task = DetectionTask(parse_manifest({'name': 'm', 'task': 'detect', 'weights': 'm.pt',
+                                         'input_size': 64, 'backends': ['cpu']}))
+    frame = np.zeros((48, 64, 3), np.uint8)
+    assert not task.u8_input and task.preprocess(frame, 'bgr8', size)[0].dtype == np.float32
+    task.u8_input = True
+    assert task.preprocess(frame, 'bgr8', size)[0].dtype == np.uint8
 
 
 def test_prepare_rejects_non_colour() -> None:

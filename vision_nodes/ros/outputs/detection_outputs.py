@@ -19,6 +19,7 @@ from ...drawing import draw
 from ...images import to_rgb
 from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
+from ...stage_times import mark
 from ...tasks.detect import DetectionParams, Detections
 from ...text import clip
 from ...tracking import Tracking, TrackerConfigError
@@ -146,7 +147,9 @@ class DetectionOutputs:
     def publish(self, result: Detections, header: Any, frame: Any) -> None:
         """Track, then publish one frame's detections and the extras someone listens to."""
         result = self._tracked(result, header, frame)
-        self._detections.publish(detections_to_cdr(result, header))
+        payload = detections_to_cdr(result, header)
+        mark('message')
+        self._detections.publish(payload)
         self._publish_instances(result, header)
         labels = _Lazy(getattr(result, 'label_image', None))
         if self._3d is not None:
