@@ -36,8 +36,9 @@ class _Tagged:
     def __init__(self, shared: queue.SimpleQueue, index: int) -> None:
         self._shared, self._index = shared, index
 
-    def put(self, msg: Any) -> None:
-        self._shared.put((self._index, msg))
+    def put(self, item: tuple[Any, Any, int]) -> None:
+        """Take what a frame path queues, ``(msg, dds times, called ns)``; keep the message."""
+        self._shared.put((self._index, item[0]))
 
 
 class FrameBatcher:
