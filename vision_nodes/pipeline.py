@@ -14,13 +14,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .artifacts.cache import ArtifactCache, default_cache_dir
-from .artifacts.calibration import Preprocessor
+from .artifacts.cache import ArtifactCache, CacheError, default_cache_dir
+from .artifacts.calibration import CalibrationError, Preprocessor
 from .artifacts.chain import ArtifactChain
 from .manifest import ModelManifest
 from .parallel import map_frames
+from .platform.cuda import CudaError
 from .runners.base import Runner, RunnerConfig, RunnerError
-from .runners.registry import Selection, create_runner, select
+from .runners.registry import Selection, artifact_request, resolve, runner_class, select
 from .stage_times import mark
 from .tasks import Task, create_task
 from .tasks.preprocess import rect_shape
@@ -154,8 +155,41 @@ def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.nd
 
 
 def artifact_chain(cache: ArtifactCache, log: Log = _no_log) -> ArtifactChain:
-    """Return the chain runners get their artifacts from, with the tasks' preprocessing."""
+    """Return the chain that builds runners' artifacts, with the tasks' preprocessing."""
     return ArtifactChain(cache, log, preprocessor_for=calibration_preprocessor)
+
+
+def _artifact(config: RunnerConfig, chain: ArtifactChain | None, u8_input: bool) -> Any:
+    """Ask the artifact chain for what the runner of the resolved ``config`` loads."""
+    chain = chain or artifact_chain(config.cache, config.log)
+    try:
+        return chain.artifact(replace(artifact_request(config), u8_input=u8_input))
+    except CalibrationError as exc:
+        raise RunnerError(str(exc)) from exc
+    except (CacheError, CudaError) as exc:  # EngineBuildError is a CacheError
+        if config.backend == 'tensorrt':
+            raise RunnerError(f"backend 'tensorrt': {exc}") from exc
+        raise
+
+
+def create_runner(config: RunnerConfig, log: Log = _no_log,
+                  chain: ArtifactChain | None = None, u8_input: bool = False) -> Runner:
+    """Create and load the runner of the named backend ``config.backend``.
+
+    Everything is decided first (:func:`~.runners.registry.resolve`: backend, device,
+    precision, device facts), then the artifact chain (``chain``, by default one over
+    ``config.cache`` with the tasks' calibration preprocessing) gives the finished artifact,
+    and the runner only loads it. With ``u8_input`` a runner that can take the u8 image also
+    gets the model with the pre-processing embedded. ``auto`` is decided by
+    :func:`~.runners.registry.select` before (:func:`build_pipelines` loads its candidates in
+    order), so it is refused here.
+    """
+    config = resolve(config, log)
+    cls = runner_class(config.backend)
+    u8_input = u8_input and cls.supports_u8_input
+    runner = cls(replace(config, artifact=_artifact(config, chain, u8_input)))
+    runner.load()
+    return runner
 
 
 def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: str | Path,
@@ -163,10 +197,8 @@ def _config(manifest: ModelManifest, backend: str, model_dir: str, cache_dir: st
     if not options.get('calibration_dir') and manifest.calibration_dir:
         options['calibration_dir'] = str(manifest.resolve_path(manifest.calibration_dir,
                                                                model_dir or None))
-    cache = ArtifactCache(cache_dir or default_cache_dir())
     return RunnerConfig(manifest=manifest, weights=manifest.weights_path(model_dir or None),
-                        backend=backend, cache=cache,
-                        artifacts=artifact_chain(cache, options.get('log', _no_log)),
+                        backend=backend, cache=ArtifactCache(cache_dir or default_cache_dir()),
                         **options)
 
 
@@ -236,7 +268,9 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection
         try:
             for manifest, task in zip(manifests, tasks):
                 config = _config(manifest, candidate, model_dir, cache_dir, **options)
-                loaded.append(_model(manifest, create_runner(config, log), task))
+                runner = create_runner(config, log, u8_input=getattr(
+                    task, 'supports_u8_input', False))
+                loaded.append(_model(manifest, runner, task))
         except Exception as exc:  # noqa: BLE001 - auto falls back; a named backend re-raises
             for model in loaded:
                 model.close()

@@ -13,10 +13,11 @@ from rclpy.serialization import deserialize_message, serialize_message
 from std_msgs.msg import Header
 from vision_msgs.msg import Detection2DArray
 
-from vision_nodes.ros.outputs.detection_messages import detections_to_cdr, detections_to_msg, \
-    index_ids
+from vision_nodes.ros.outputs.detection_messages import detections_to_cdr
 from vision_nodes.ros.outputs.label_info import label_info_msg
 from vision_nodes.tasks.detect import Detections
+
+from reference_messages import detections_to_msg, index_ids
 
 
 def _header(frame_id: str = 'camera', sec: int = 17, nanosec: int = 250) -> Header:

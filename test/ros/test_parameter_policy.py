@@ -17,10 +17,9 @@ from rclpy.parameter import Parameter  # noqa: E402
 from node_harness import manifest_copy  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
 from vision_nodes.ros.params import SPECS  # noqa: E402
-from vision_nodes.ros.parameters import when_refused  # noqa: E402
+from vision_nodes.ros.parameters import output_switches, when_refused  # noqa: E402
 from vision_nodes.tasks import param_defaults, task_class  # noqa: E402
 from vision_nodes.manifest import resolve_manifest  # noqa: E402
-from vision_nodes.tasks.depth import DepthTask  # noqa: E402
 
 
 @pytest.fixture
@@ -93,10 +92,19 @@ def test_start_up_value_wins_over_the_manifest(context, manifests):
         node.destroy_node()
 
 
+def test_outputs_declare_their_own_ros_switches():
+    """publish_camera_info is the depth outputs' switch, not a setting of the ROS-free task."""
+    from vision_nodes.tasks.depth import DepthTask
+
+    assert [s.name for s in output_switches('depth')] == ['publish_camera_info']
+    assert output_switches('detect') == ()
+    assert 'publish_camera_info' not in {s.name for s in DepthTask.params}
+
+
 def test_one_rule_says_when_a_change_applies():
     """The node's image_transport and a depth model's publish_camera_info both apply at
     activate: refused while active with the same steps, taken while inactive."""
-    camera_info = next(s for s in DepthTask.params if s.name == 'publish_camera_info')
+    camera_info = next(s for s in output_switches('depth') if s.name == 'publish_camera_info')
     for spec, name in ((SPECS['image_transport'], 'image_transport'),
                        (camera_info, 'depth.publish_camera_info')):
         refused = when_refused(spec, name, 'active', '/vn')

@@ -10,9 +10,10 @@
 
 Each step is an entry of the engine cache keyed on its parent's hash and on every version
 that changes its result (:mod:`.onnx_export`, :mod:`.onnx_fp16`, :mod:`.openvino_convert`,
-:mod:`.quantize`, :mod:`.tensorrt_build`). The pipeline creates one :class:`ArtifactChain`
-per load and hands it to the runners (``RunnerConfig.artifacts``); a runner asks it for the
-finished artifact with its resolved precision and device facts, and only loads what it gets.
+:mod:`.quantize`, :mod:`.tensorrt_build`). The pipeline asks one :class:`ArtifactChain` for
+the finished artifact of an :class:`~.types.ArtifactRequest` (the registry's: backend,
+resolved precision, device facts) with :meth:`ArtifactChain.artifact`, and hands the result
+to the runner, which only loads it.
 
 int8 calibration uses one :class:`~.calibration.CalibrationSet` for every backend, turned into
 tensors by the :class:`~.calibration.Preprocessor` the caller makes from the model's task.
@@ -21,12 +22,15 @@ tensors by the :class:`~.calibration.Preprocessor` the caller makes from the mod
 from __future__ import annotations
 
 import hashlib
+import importlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 from .cache import CacheEntry, CacheError, ArtifactCache
 from .calibration import CalibrationError, CalibrationSet, Preprocessor, calibration_set
-from .types import Log, OnnxModel, OpenVinoIr, model_profile, workspace_bytes
+from .types import (ArtifactRequest, EngineArtifact, Log, OnnxArtifact, OnnxModel, OpenVinoIr,
+                    engine_file_name, model_profile, workspace_bytes)
 from ..manifest import ModelManifest
 from ..text import clip
 
@@ -51,6 +55,25 @@ class ArtifactChain:
         self.cache = cache
         self.log = log
         self.preprocessor_for = preprocessor_for
+
+    def artifact(self, request: ArtifactRequest) -> Any:
+        """Return the finished artifact ``request`` names (the weights' path for 'weights')."""
+        manifest, weights = request.manifest, request.weights
+        if request.kind == 'onnx':
+            model = self.onnx(manifest, weights)
+            return OnnxArtifact(model, self._fp16_for(manifest, model, request.fp16_for)
+                                if request.fp16_for else None)
+        if request.kind == 'openvino':
+            ir = self.openvino_ir(manifest, weights)
+            if request.precision == 'int8':
+                ir = self._int8_unless_quantized(manifest, ir, request.calibration_dir)
+            if request.u8_input:
+                ir = replace(ir, u8_input=self._u8_twin(manifest, ir))
+            return replace(ir, compile_cache=self.openvino_compile_cache()) \
+                if request.compile_cache else ir
+        if request.kind == 'tensorrt':
+            return self._engine(request)
+        return weights
 
     # -- calibration ------------------------------------------------------------------------
     def calibration(self, manifest: ModelManifest, folder: str
@@ -80,6 +103,13 @@ class ArtifactChain:
         entry = ensure_fp16_onnx(manifest.name, _onnx_bytes(model), self.cache, self.log)
         return OnnxModel(entry.file(FP16_ONNX_FILE), entry.read_verified(FP16_ONNX_FILE),
                          entry.hit)
+
+    def _fp16_for(self, manifest: ModelManifest, model: OnnxModel, provider: str) -> OnnxModel:
+        """Return the fp16 graph ``provider`` runs; a failure names the provider."""
+        try:
+            return self.fp16_onnx(manifest, model)
+        except (CacheError, OSError) as exc:
+            raise CacheError(f'{provider}: {clip(exc, 600)}') from exc
 
     # -- TensorRT ---------------------------------------------------------------------------
     def tensorrt_engine(self, manifest: ModelManifest, weights: Path, precision: str,
@@ -142,6 +172,16 @@ class ArtifactChain:
 
         return tb.ensure_engine(self.cache, manifest.name, fields, build)
 
+    def _engine(self, request: ArtifactRequest) -> EngineArtifact:
+        """Return the engine for the request's GPU (made current: the build runs on it)."""
+        from ..platform import cuda
+
+        trt, rt = importlib.import_module('tensorrt'), cuda.cuda_runtime()
+        cuda.set_device(rt, request.gpu.index)
+        entry = self.tensorrt_engine(request.manifest, request.weights, request.precision,
+                                     request.calibration_dir, trt=trt, rt=rt, gpu=request.gpu)
+        return EngineArtifact(entry, engine_file_name(request.manifest.name, request.precision))
+
     def _tensorrt_calibration(self, manifest: ModelManifest, folder: str
                               ) -> tuple[CalibrationSet, Preprocessor]:
         from .tensorrt_build import EngineBuildError
@@ -190,6 +230,33 @@ class ArtifactChain:
         xml, data = entry.read_verified(IR_XML), entry.read_verified(IR_BIN)
         return OpenVinoIr(xml, data, entry.file(IR_XML), 'int8-ir', hit, parent.labels,
                           _ir_sha256(xml, data))
+
+    def _int8_unless_quantized(self, manifest: ModelManifest, ir: OpenVinoIr,
+                               calibration_dir: str) -> OpenVinoIr:
+        """Return the INT8 IR of ``ir``, or ``ir`` itself when it is quantized already.
+
+        A model with dynamic height and width that letterboxes with ``rect`` is calibrated at
+        the rect shape each image runs at. An IR OpenVINO cannot read is returned as is: the
+        runner reads it and says why.
+        """
+        from ..platform import openvino as ov_facts
+
+        try:
+            model = ov_facts.read_model(ir.xml, ir.weights)[0]
+        except RuntimeError:
+            return ir
+        if ov_facts.is_quantized(model):
+            return ir
+        rect = ov_facts.dynamic_hw(model) and manifest.rect and \
+            manifest.preprocessing.letterbox
+        return self.openvino_int8(manifest, ir, lambda: model, rect, calibration_dir)
+
+    def _u8_twin(self, manifest: ModelManifest, ir: OpenVinoIr) -> OpenVinoIr:
+        """Return the u8-input twin of ``ir`` (the parent is read only on a miss)."""
+        from ..platform import openvino as ov_facts
+
+        return self.openvino_u8_input(manifest, ir,
+                                      lambda: ov_facts.read_model(ir.xml, ir.weights)[0])
 
     def openvino_u8_input(self, manifest: ModelManifest, parent: OpenVinoIr,
                           read_parent: Callable[[], Any]) -> OpenVinoIr:

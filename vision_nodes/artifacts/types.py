@@ -1,23 +1,23 @@
-"""What runners may know of the artifact chain: the artifact types and the source protocol.
+"""What runners may know of the artifact chain: the request and the finished artifacts.
 
 Runners import this module only; the conversion steps (export, fp16, IR, INT8, engine) stay
-behind :class:`~.chain.ArtifactChain`, which the pipeline hands to each runner in
-``RunnerConfig.artifacts``. A runner asks that source for its finished artifact with its
-resolved precision and device facts, then loads it.
+behind :class:`~.chain.ArtifactChain`. The registry says which artifact a resolved runner
+loads (an :class:`ArtifactRequest`), the pipeline asks the chain for it and hands the result
+to the runner in ``RunnerConfig.artifact``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..limits import MAX_TENSORRT_WORKSPACE_BYTES
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from ..manifest import ModelManifest
     from ..platform.cuda import GpuInfo
-    from .cache import CacheEntry, ArtifactCache
+    from .cache import CacheEntry
 
 #: Shape profile: (min, opt, max), each an NCHW shape.
 Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
@@ -92,49 +92,51 @@ class OpenVinoIr:
     hit: bool | None
     labels: list[str] | None
     sha256: str
+    #: Folder for OpenVINO's compiled blobs (``CACHE_DIR``), where the device is worth it.
+    compile_cache: Path | None = None
+    #: The same model taking the u8 NHWC image, its pre-processing embedded (where asked).
+    u8_input: 'OpenVinoIr | None' = None
 
 
-class ArtifactSource(Protocol):
-    """What a runner asks for its artifact (implemented by :class:`~.chain.ArtifactChain`)."""
+@dataclass(frozen=True)
+class OnnxArtifact:
+    """What ONNX Runtime loads: the fp32 model and, for a GPU provider at fp16, its conversion."""
 
-    cache: 'ArtifactCache'
-
-    def onnx(self, manifest: 'ModelManifest', weights: Path) -> OnnxModel:
-        """Return the model as ONNX (fp32): the manifest's own file or the cached export."""
-
-    def fp16_onnx(self, manifest: 'ModelManifest', model: OnnxModel) -> OnnxModel:
-        """Return the fp16-converted graph of ``model`` (GPU execution providers, TensorRT 11)."""
-
-    def tensorrt_engine(self, manifest: 'ModelManifest', weights: Path, precision: str,
-                        calibration_dir: str, *, trt: Any, rt: Any, gpu: 'GpuInfo'
-                        ) -> 'CacheEntry':
-        """Return the engine entry for this TensorRT, GPU and precision (built on a miss)."""
-
-    def openvino_ir(self, manifest: 'ModelManifest', weights: Path) -> OpenVinoIr:
-        """Return the model as an fp32 OpenVINO IR (converted on a miss) or the manifest's IR."""
-
-    def openvino_int8(self, manifest: 'ModelManifest', parent: OpenVinoIr,
-                      read_parent: Callable[[], Any], rect: bool, calibration_dir: str
-                      ) -> OpenVinoIr:
-        """Return the INT8 IR quantized from ``parent`` (calibrated at rect shapes if ``rect``)."""
-
-    def openvino_u8_input(self, manifest: 'ModelManifest', parent: OpenVinoIr,
-                          read_parent: Callable[[], Any]) -> OpenVinoIr:
-        """Return ``parent`` taking the u8 NHWC image, its pre-processing embedded."""
-
-    def openvino_compile_cache(self) -> Path:
-        """Return the folder for OpenVINO's compiled blobs (``CACHE_DIR``), inside the cache."""
+    model: OnnxModel
+    fp16: OnnxModel | None = None
 
 
-def artifact_source(cache: 'ArtifactCache', given: ArtifactSource | None, log: Log
-                    ) -> ArtifactSource:
-    """Return ``given``, else a chain over ``cache`` without calibration preprocessing.
+@dataclass(frozen=True)
+class EngineArtifact:
+    """A TensorRT engine: its cache entry and the engine file's name in it."""
 
-    The pipeline always gives one (with the task's preprocessing for int8 calibration); the
-    fallback serves runners created directly (``registry.create_runner``) for fp32/fp16.
+    entry: 'CacheEntry'
+    name: str
+
+    @property
+    def path(self) -> Path:
+        """Where the engine file lives."""
+        return self.entry.file(self.name)
+
+
+@dataclass(frozen=True)
+class ArtifactRequest:
+    """Which finished artifact a runner loads, decided before it exists.
+
+    ``kind`` is the backend table's ``artifact`` ('weights', 'onnx', 'openvino',
+    'tensorrt'); the rest are the resolved settings and the device facts that change it.
     """
-    if given is not None:
-        return given
-    from .chain import ArtifactChain
 
-    return ArtifactChain(cache, log)
+    kind: str
+    manifest: 'ModelManifest'
+    weights: Path
+    precision: str
+    calibration_dir: str = ''
+    #: onnx: the execution provider that runs the fp16-converted graph ('' if none does).
+    fp16_for: str = ''
+    #: openvino: whether compiled blobs are kept (GPU, NPU).
+    compile_cache: bool = False
+    #: openvino: also the u8-input twin (the task hands the u8 image; the runtime converts).
+    u8_input: bool = False
+    #: tensorrt: the GPU the engine is built for.
+    gpu: 'GpuInfo | None' = None

@@ -33,8 +33,8 @@ def import_ultralytics() -> Any:
 
     When ``OMP_NUM_THREADS`` is unset, importing ultralytics sets it to 1. OpenMP reads it once,
     when PyTorch loads it, so a PyTorch imported after that in this process, and every child
-    process started later, ran single-threaded: the PyTorch CPU runner took ~1.8x as long on
-    two cores. Here PyTorch is loaded first and the user's setting (or its absence) restored.
+    process started later, would run single-threaded, the PyTorch CPU runner on one core of
+    many. Here PyTorch is loaded first and the user's setting (or its absence) restored.
     Raises ImportError like a plain import.
     """
     saved = os.environ.get('OMP_NUM_THREADS')

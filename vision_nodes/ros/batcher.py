@@ -40,7 +40,7 @@ class _Tagged:
         self._shared, self._index = shared, index
 
     def put(self, item: tuple[Any, Any, int]) -> None:
-        """Take a frame path's (message, DDS times, callback ns); queue the message, tagged."""
+        """Take what a frame path queues, ``(msg, dds times, called ns)``; keep the message."""
         self._shared.put((self._index, item[0]))
 
 

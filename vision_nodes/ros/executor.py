@@ -4,8 +4,8 @@ rclpy's ``LifecycleNode`` serves ``change_state`` in the node's default callback
 every other service, so with a single-threaded executor nothing else is answered while a
 transition runs: ``ros2 lifecycle get`` and ``ros2 param get`` time out for the seconds to
 minutes of a first export or an engine build. rclpy's ``MultiThreadedExecutor`` would answer
-them, but hands every callback to a thread pool, which cost several milliseconds per 2.6 MB
-image here (the benchmark's node path).
+them, but hands every callback to a thread pool, a hand-off per image that a large raw
+image pays for in latency.
 
 :class:`TransitionExecutor` keeps every callback on the spinning thread except those of the
 callback groups it is told about, whose callbacks run one at a time off that thread: the node

@@ -65,9 +65,9 @@ class FramePath:
 
     def __init__(self, node: Any, log_error: Callable[[str], None],
                  lazy: Callable[[], bool], sink: Any = None) -> None:
-        """Take frames for this path's inference thread, or for ``sink`` (``put(msg)``).
+        """Take frames for this path's inference thread, or for ``sink``.
 
-        A camera of a multi-camera node hands its frames to the batcher (:mod:`.batcher`),
+        ``sink.put((msg, dds_times, called_ns))`` gets what the thread would. A camera of a multi-camera node hands its frames to the batcher (:mod:`.batcher`),
         which calls :meth:`reopen` when it is done with one.
         """
         self._node = node

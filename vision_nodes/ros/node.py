@@ -141,7 +141,7 @@ class VisionNode(LifecycleNode):
         result = super().on_activate(state)
         self._input = self.diagnostics.input = sub
         for model in self.frames.models:
-            model.outputs.activate(model.params.current)
+            model.outputs.activate(model.params.current, model.params.switches)
         sub.check_topic()  # nor on an input just made (camera_info) of another type
         self.frames.start()
         if isinstance(sub, CameraInputs):

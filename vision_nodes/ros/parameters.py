@@ -26,6 +26,7 @@ from ..runners.registry import backend_report
 from ..tasks import TaskError, param_defaults, task_class
 from ..text import clip, show
 from . import compat
+from .outputs.registry import outputs_class
 from .params import PARAMS, REPORTS, SPECS, coerce, declare, descriptor, validate
 
 #: Parameters that belong to ROS itself (rclpy declares them) or to other tools.
@@ -48,14 +49,24 @@ def when_refused(spec: ParamSpec, name: str, state: str, node_name: str) -> str 
     return None
 
 
+def output_switches(task: str) -> tuple[ParamSpec, ...]:
+    """Return the ROS output switches the task's outputs declare (none without outputs)."""
+    try:
+        return tuple(outputs_class(task).params)
+    except KeyError:
+        return ()
+
+
 class _ModelParameters:
-    """One model's task parameters on the node: declared, and turned into task params."""
+    """One model's parameters on the node: its task's and its outputs' switches, declared."""
 
     def __init__(self, node: Any, manifest: ModelManifest, prefix: str) -> None:
         self._node = node
         self._task = task_class(manifest.task)(manifest)
         self.prefix = prefix
-        self.specs: dict[str, ParamSpec] = {self._full(s): s for s in self._task.params}
+        self._switches = output_switches(manifest.task)
+        self.specs: dict[str, ParamSpec] = {
+            self._full(s): s for s in tuple(self._task.params) + self._switches}
         #: Names the user gave a value (start-up override or a set): defaults never touch them.
         self.explicit = {n for n in self.specs if n in compat.parameter_overrides(node)}
         #: Start-up values that were refused (one line each, by parameter name).
@@ -71,6 +82,11 @@ class _ModelParameters:
         self.current: Any = self._task.make_params(self.values)
         #: Told ``(old, new)`` after every change (the model's outputs, while configured).
         self.listener: Callable[[Any, Any], None] = lambda old, new: None
+
+    @property
+    def switches(self) -> dict[str, Any]:
+        """The outputs' switch values by spec name (what ``Outputs.activate`` takes)."""
+        return {spec.name: self.values[spec.name] for spec in self._switches}
 
     def _full(self, spec: ParamSpec) -> str:
         return f'{self.prefix}.{spec.name}' if self.prefix else spec.name

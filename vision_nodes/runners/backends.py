@@ -20,7 +20,7 @@ from dataclasses import dataclass
 #: Precisions a backend may run (the ``precision`` setting adds ``auto``); 'fp16' is the
 #: device's fast reduced precision: fp16 on GPUs, bf16 on CPUs that have it.
 KNOWN_PRECISIONS = ('fp32', 'fp16', 'int8')
-#: Values of the ``precision`` setting; ``Runner.auto_precision`` resolves 'auto'.
+#: Values of the ``precision`` setting; ``registry.resolve_precision`` resolves 'auto'.
 PRECISIONS = ('auto',) + KNOWN_PRECISIONS
 #: How weights load: PyTorch checkpoints (ultralytics), a save_pretrained folder
 #: (transformers), an .onnx file, or an OpenVINO IR (an .xml with its .bin, or a folder
@@ -43,8 +43,8 @@ class Backend:
     #: The runtime it drives, as the README's table names it.
     runtime: str
     #: Precisions its runner can honour, fp32 first. A manifest may narrow them
-    #: (``precisions``) and a runner may refuse one for the device it finds
-    #: (``Runner.precision_unavailable``); ``registry.check_precision`` checks all three.
+    #: (``precisions``) and the device may refuse one (the ``plan``'s
+    #: ``precision_unavailable``); ``registry.check_precision`` checks all three.
     precisions: tuple[str, ...]
     #: Weight architectures it can run.
     architectures: tuple[str, ...]
@@ -55,6 +55,14 @@ class Backend:
     execution_providers: tuple[str, ...] = ()
     #: What the precisions column of the README says beyond the names.
     precision_note: str = ''
+    #: What the runner loads, as the artifact chain names it ('weights': the weights
+    #: themselves; 'onnx', 'openvino', 'tensorrt': the chain's finished artifact).
+    artifact: str = 'weights'
+    #: Module deciding, before the runner exists, what ``precision: auto`` means here, which
+    #: precisions the device can run and the device facts the runner and the chain need
+    #: (``auto_precision``, ``precision_unavailable``, ``plan``, ``artifact_options``, each
+    #: optional); '' for none.
+    plan: str = ''
 
 
 _TORCH = ('vision_nodes.runners.torch_runner', 'TorchRunner')
@@ -68,13 +76,16 @@ BACKENDS: dict[str, Backend] = {row.name: row for row in (
             ('fp32', 'fp16'), _PYTORCH + ('onnx',), _ALL_DEVICES,
             execution_providers=('auto', 'cpu', 'cuda', 'tensorrt', 'openvino', 'rocm',
                                  'migraphx', 'coreml', 'directml'),
-            precision_note='fp16 on GPU execution providers and OpenVINO, not the CPU'),
+            precision_note='fp16 on GPU execution providers and OpenVINO, not the CPU',
+            artifact='onnx', plan='vision_nodes.runners.onnx_providers'),
     Backend('tensorrt', ('vision_nodes.runners.tensorrt_runner', 'TensorRTRunner'),
             'TensorRT', ('fp32', 'fp16', 'int8'), _PYTORCH + ('onnx',), ('default', 'gpu'),
-            precision_note='int8 on TensorRT 10 only'),
+            precision_note='int8 on TensorRT 10 only', artifact='tensorrt',
+            plan='vision_nodes.runners.tensorrt_plan'),
     Backend('openvino', ('vision_nodes.runners.openvino_runner', 'OpenVinoRunner'),
             'OpenVINO', ('fp32', 'fp16', 'int8'), _PYTORCH + ('onnx', 'openvino'),
-            _ALL_DEVICES, precision_note='fp16 is bf16 on CPUs'),
+            _ALL_DEVICES, precision_note='fp16 is bf16 on CPUs', artifact='openvino',
+            plan='vision_nodes.runners.openvino_plan'),
 )}
 
 #: Every backend name a manifest may list (``auto`` is a setting's value, not a backend).

@@ -1,8 +1,10 @@
 """The runner interface: a runner only runs the network (tensor in, raw outputs out).
 
 Pre- and post-processing belong to the task and are shared by every runner. A runner is
-created with a :class:`RunnerConfig`, ``load()``-ed at configure, called with ``infer()`` per
-frame and ``unload()``-ed at cleanup, releasing its memory.
+created with a :class:`RunnerConfig` already decided (``registry.resolve``: device, precision,
+device facts) and holding its finished artifact (the pipeline asks the artifact chain), is
+``load()``-ed at configure, called with ``infer()`` per frame and ``unload()``-ed at cleanup,
+releasing its memory.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from ..text import clip
 from .backends import BACKENDS, PRECISIONS
 
 if TYPE_CHECKING:  # the manifest reads the backend table (.backends): no import cycle here
-    from ..artifacts.types import ArtifactSource
     from ..manifest import ModelManifest
 
 __all__ = ['PRECISIONS', 'Runner', 'RunnerConfig', 'RunnerError']
@@ -57,9 +58,12 @@ class RunnerConfig:
     cuda_graphs: bool = True
     #: Progress and decisions worth a user's eye (the node's ROS log); one line per call.
     log: Callable[[str], None] = field(default=lambda _: None, compare=False, repr=False)
-    #: Where the runner gets its finished artifact (the pipeline's artifact chain, with the
-    #: model's calibration preprocessing); None: a chain over ``cache`` without it.
-    artifacts: ArtifactSource | None = field(default=None, compare=False, repr=False)
+    #: Device facts decided before the runner exists (``registry.resolve``, from the
+    #: backend's plan: an ``OpenVinoPlan``, the TensorRT GPU's ``GpuInfo``); None if none.
+    device_facts: Any = field(default=None, compare=False)
+    #: The finished artifact the runner loads, from the artifact chain (``OnnxArtifact``,
+    #: ``OpenVinoIr``, ``EngineArtifact``); None for runners that load the weights.
+    artifact: Any = field(default=None, compare=False, repr=False)
 
 
 class Runner(ABC):
@@ -132,30 +136,13 @@ class Runner(ABC):
         except DeviceError as exc:
             raise RunnerError(str(exc)) from None
 
-    @classmethod
-    def precision_unavailable(cls, config: RunnerConfig) -> str | None:
-        """None when ``config.precision`` can run on ``config``'s device, else why not.
-
-        Only for what the device decides; the backend table and the manifest's ``precisions``
-        are checked by ``registry.check_precision``, which calls this.
-        """
-        return None
-
-    @classmethod
-    def auto_precision(cls, config: RunnerConfig) -> str:
-        """Return the precision ``auto`` means for this runner on ``config``'s device.
-
-        The device's fastest precision that needs no calibration data; fp32 by default.
-        """
-        return 'fp32'
-
     @property
     def loaded(self) -> bool:
         """Whether ``load`` has succeeded and ``unload`` has not been called since."""
         return self._loaded
 
     def load(self) -> None:
-        """Load (exporting or building through the cache if needed) and warm up the model.
+        """Load the model (the weights, or the finished artifact in the config) and warm it up.
 
         The model's input shape is checked against the manifest before the warm-up run, and
         a model that fails either is unloaded again: a RunnerError says why, in one line.

@@ -160,6 +160,37 @@ def needs_fp16_graph(provider: str, precision: str) -> bool:
     return precision == 'fp16' and provider not in (TENSORRT, OPENVINO, CPU)
 
 
+def fp16_graph_provider(name: str, precision: str, device: str) -> str:
+    """Return the first provider to try that runs the fp16-converted graph ('' if none).
+
+    Decided before the runner exists, so the artifact chain converts the graph only when a
+    provider that can run it here (its precision and ``device`` checks pass) needs it.
+    """
+    if precision != 'fp16':
+        return ''
+    import onnxruntime as ort
+
+    try:
+        candidates = provider_candidates(name, ort.get_available_providers(), ort.__version__)
+    except RunnerError:
+        return ''  # the runner says why
+    for provider in candidates:
+        try:
+            check_precision(provider, precision)
+            check_device(provider, device)
+        except RunnerError:
+            continue
+        if needs_fp16_graph(provider, precision):
+            return provider
+    return ''
+
+
+def artifact_options(config: Any) -> dict[str, str]:
+    """Return the ``onnx`` backend's artifact options: who needs the fp16 graph."""
+    return {'fp16_for': fp16_graph_provider(config.execution_provider, config.precision,
+                                            config.device)}
+
+
 def device_kinds(provider: str) -> tuple[str, ...]:
     """Kinds of ``device`` a provider honours (see :mod:`vision_nodes.platform.devices`)."""
     if provider in DEVICE_ID_PROVIDERS:

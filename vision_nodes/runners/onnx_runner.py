@@ -14,9 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts.cache import CacheError
 from ..artifacts.labels import labels_from_metadata
-from ..artifacts.types import OnnxModel, artifact_source, model_profile
+from ..artifacts.types import OnnxArtifact, model_profile
 from ..loaders import read_weights
 from ..platform.cpu import cpu_info
 from ..platform.devices import DEVICE_KINDS
@@ -46,11 +45,13 @@ class OnnxRunner(Runner):
         #: (an .onnx of their own may keep its weights in external data files).
         self._model: Any = None
         self._model_sha256 = ''
-        self._onnx: OnnxModel | None = None
 
-    def _artifacts(self):
-        cfg = self.config
-        return artifact_source(cfg.cache, cfg.artifacts, cfg.log)
+    def _artifact(self) -> OnnxArtifact:
+        """Return the model the pipeline got from the artifact chain."""
+        if not isinstance(self.config.artifact, OnnxArtifact):
+            raise RunnerError('the ONNX runner loads the artifact chain\'s ONNX model: create '
+                              'it through vision_nodes.pipeline.create_runner')
+        return self.config.artifact
 
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
@@ -83,10 +84,10 @@ class OnnxRunner(Runner):
         cfg = self.config
         candidates = provider_candidates(cfg.execution_provider, ort.get_available_providers(),
                                          ort.__version__)
-        self._onnx = self._artifacts().onnx(cfg.manifest, cfg.weights)
-        self.model_path, self.cache_hit = self._onnx.path, self._onnx.hit
+        onnx = self._artifact().model
+        self.model_path, self.cache_hit = onnx.path, onnx.hit
         # What runs is what was checked: the entry's verified bytes, or the user's own path.
-        self._model = self._onnx.data if self._onnx.data is not None else str(self.model_path)
+        self._model = onnx.data if onnx.data is not None else str(self.model_path)
         auto = resolve_execution_provider(cfg.execution_provider) == 'auto'
         failures = []
         for provider in candidates:
@@ -180,10 +181,11 @@ class OnnxRunner(Runner):
         check_device(provider, cfg.device)
         model: Any = self._model
         if needs_fp16_graph(provider, cfg.precision):
-            try:
-                model = self._artifacts().fp16_onnx(cfg.manifest, self._onnx).data
-            except (CacheError, OSError) as exc:
-                raise RunnerError(f'{provider}: {clip(exc, 600)}') from exc
+            fp16 = self._artifact().fp16
+            if fp16 is None:
+                raise RunnerError(f'{provider}: the fp16-converted graph was not prepared '
+                                  '(load the runner through vision_nodes.pipeline)')
+            model = fp16.data
         provider_opts = provider_options(
             provider, device=cfg.device, precision=cfg.precision, cache=cfg.cache,
             model=cfg.manifest.name, onnx_sha256=self._sha256(),

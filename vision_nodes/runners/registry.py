@@ -1,18 +1,22 @@
-"""Backend name → runner class, precision checks, and the one ``auto`` decision (:func:`select`).
+"""Backend name → runner class, and every decision taken before a runner exists.
 
-Every fact comes from the backend table (:mod:`.backends`). Runner modules are imported only
-when their backend is chosen, so a deployment installs only the runtimes it uses.
-:func:`select` decides which backends to try, in order, with the reason for every other one;
-the pipeline loads the candidates in that order and :func:`create_runner` loads one named
-backend.
+Every fact comes from the backend table (:mod:`.backends`) and the device facts of
+``platform/`` (through each backend's ``plan`` module). Runner modules are imported only when
+their backend is chosen, so a deployment installs only the runtimes it uses. :func:`select`
+decides which backends to try, in order, with the reason for every other one; for each
+candidate :func:`resolve` checks the device, resolves ``precision: auto`` and collects the
+device facts, and :func:`artifact_request` says which finished artifact the runner loads.
+The pipeline then asks the artifact chain for it and hands it to the runner.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from types import ModuleType
+from typing import Any, Callable, Sequence
 
+from ..artifacts.types import ArtifactRequest
 from ..manifest import ModelManifest
 from . import backends
 from .backends import BACKEND_CHOICES, BACKENDS
@@ -41,6 +45,19 @@ def runner_class(backend: str) -> type[Runner]:
                           f"of vision_nodes (implemented: {', '.join(implemented_backends())})")
     module_name, class_name = target
     return getattr(importlib.import_module(module_name), class_name)
+
+
+def _plan(backend: str) -> ModuleType | None:
+    """Return the backend's plan module (the table's ``plan``), or None."""
+    name = BACKENDS[backend].plan
+    return importlib.import_module(name) if name else None
+
+
+def _ask(backend: str, what: str, config: RunnerConfig, default: Any) -> Any:
+    """Call the plan's ``what(config)``; ``default`` when the backend's plan has none."""
+    plan = _plan(backend)
+    function = getattr(plan, what, None) if plan is not None else None
+    return function(config) if function is not None else default
 
 
 def implemented_backends() -> tuple[str, ...]:
@@ -154,9 +171,9 @@ def valid_precisions(backend: str, manifest: ModelManifest | None = None,
     if manifest is not None and manifest.precisions is not None:
         valid = tuple(p for p in valid if p in manifest.precisions)
     if config is not None and BACKENDS[backend].runner is not None:
-        cls = runner_class(backend)
-        valid = tuple(p for p in valid if cls.precision_unavailable(
-            replace(config, backend=backend, precision=p)) is None)
+        valid = tuple(p for p in valid if _ask(
+            backend, 'precision_unavailable', replace(config, backend=backend, precision=p),
+            None) is None)
     return valid
 
 
@@ -183,8 +200,8 @@ def check_precision(backend: str, precision: str, manifest: ModelManifest | None
                           f"not '{precision}' (valid on '{backend}': "
                           f"{', '.join(('auto',) + valid)})")
     if config is not None and BACKENDS[backend].runner is not None:
-        reason = runner_class(backend).precision_unavailable(
-            replace(config, backend=backend, precision=precision))
+        reason = _ask(backend, 'precision_unavailable',
+                      replace(config, backend=backend, precision=precision), None)
         if reason:
             valid = valid_precisions(backend, manifest, config)
             raise RunnerError(f"backend '{backend}' cannot run precision '{precision}' here: "
@@ -193,17 +210,17 @@ def check_precision(backend: str, precision: str, manifest: ModelManifest | None
 
 def resolve_precision(config: RunnerConfig,
                       log: Callable[[str], None] = lambda _: None) -> RunnerConfig:
-    """Return ``config`` with ``precision: auto`` replaced by the runner's choice, checked.
+    """Return ``config`` with ``precision: auto`` replaced by the backend's choice, checked.
 
-    ``auto`` is the runner's fastest precision that needs no calibration data on this device
-    (:meth:`Runner.auto_precision`); if the manifest does not allow it, the first of the
-    manifest's ``precisions`` that can run here. The choice is logged.
+    ``auto`` is the backend's fastest precision that needs no calibration data on this device
+    (its plan's ``auto_precision``; fp32 without one); if the manifest does not allow it, the
+    first of the manifest's ``precisions`` that can run here. The choice is logged.
     """
     manifest = config.manifest
     check_precision(config.backend, config.precision, manifest, config)
     if config.precision != 'auto':
         return config
-    chosen = runner_class(config.backend).auto_precision(config)
+    chosen = _ask(config.backend, 'auto_precision', config, 'fp32')
     valid = valid_precisions(config.backend, manifest, config)
     why = 'fastest without calibration data on this device'
     if chosen not in valid:
@@ -217,12 +234,14 @@ def resolve_precision(config: RunnerConfig,
     return replace(config, precision=chosen)
 
 
-def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: None
-                  ) -> Runner:
-    """Create and load the runner of the named backend ``config.backend``.
+def resolve(config: RunnerConfig, log: Callable[[str], None] = lambda _: None
+            ) -> RunnerConfig:
+    """Return ``config`` decided for one named backend, before its runner exists.
 
-    ``auto`` is decided by :func:`select` before any runner exists (the pipeline loads its
-    candidates in order), so it is refused here.
+    Checks that the manifest supports the backend and this machine has its runtime, parses
+    ``device`` against what the backend takes, resolves ``precision: auto`` (logged) and adds
+    the backend plan's device facts (``RunnerConfig.device_facts``). ``auto`` is decided by
+    :func:`select` first (the pipeline loads its candidates in order), so it is refused here.
     """
     if config.backend == 'auto':
         raise RunnerError("create_runner loads one named backend: decide 'auto' with "
@@ -233,6 +252,12 @@ def create_runner(config: RunnerConfig, log: Callable[[str], None] = lambda _: N
     if reason:
         raise RunnerError(f"backend '{config.backend}' is not available: {reason}")
     cls.check_device(config)
-    runner = cls(resolve_precision(config, log))
-    runner.load()
-    return runner
+    config = resolve_precision(config, log)
+    return replace(config, device_facts=_ask(config.backend, 'plan', config, None))
+
+
+def artifact_request(config: RunnerConfig) -> ArtifactRequest:
+    """Say which finished artifact the runner of a resolved ``config`` loads."""
+    return ArtifactRequest(
+        BACKENDS[config.backend].artifact, config.manifest, config.weights, config.precision,
+        config.calibration_dir, **_ask(config.backend, 'artifact_options', config, {}))

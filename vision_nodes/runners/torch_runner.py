@@ -84,8 +84,8 @@ class TorchRunner(Runner):
 
     @classmethod
     def unavailable_reason(cls, backend: str) -> str | None:
-        # Answered without importing PyTorch where possible: importing it costs seconds and
-        # hundreds of MB that a process running another backend would keep.
+        # Answered without importing PyTorch where possible: importing it takes long and
+        # holds memory that a process running another backend would keep.
         if 'torch' not in sys.modules and importlib.util.find_spec('torch') is None:
             return "PyTorch is not installed (pip install 'vision_nodes[torch]')"
         if backend == 'cpu':

@@ -158,17 +158,11 @@ class DepthResult:
 
 @dataclass(frozen=True)
 class DepthParams:
-    """How the colourised image is drawn (live), and whether camera_info is republished.
-
-    ``publish_camera_info`` is a ROS output switch riding here until ``ros/outputs`` owns it
-    (see :data:`PUBLISH_CAMERA_INFO`).
-    """
+    """How the colourised image is drawn (live)."""
 
     color_min: float = 0.0
     color_max: float = 0.0
     colormap: str = 'turbo'
-    #: Republish the matching camera_info (applies at activate).
-    publish_camera_info: bool = False
 
     @property
     def auto_range(self) -> bool:
@@ -276,15 +270,6 @@ def colorize(result: DepthResult, params: DepthParams) -> np.ndarray:
     return rgb
 
 
-#: SEAM (issue 17, item 6): a ROS output switch, not a processing setting. It belongs to the
-#: depth outputs (``ros/outputs/depth_outputs.py``, which alone reads it); it stays in
-#: ``DepthTask.params`` only until the outputs declare it, so the node keeps the parameter.
-PUBLISH_CAMERA_INFO = ParamSpec(
-    'publish_camera_info', False,
-    'Republish the camera_info that matches each depth image (same stamp and frame) on '
-    'depth/camera_info, so depth_image_proc can make a point cloud.', applies='activate')
-
-
 class DepthTask:
     """Pre- and post-processing for monocular depth estimation, shared by every runner."""
 
@@ -301,7 +286,6 @@ class DepthTask:
         ParamSpec('depth_colormap', 'turbo',
                   'Colour map of the colourised depth image (near is the hot end).',
                   choices=tuple(COLORMAPS), applies='live'),
-        PUBLISH_CAMERA_INFO,
     )
 
     @classmethod
@@ -329,8 +313,8 @@ class DepthTask:
 
     def make_params(self, values: Mapping[str, Any]) -> DepthParams:
         """Colour settings from parameter values keyed by spec name (missing: the default)."""
-        low, high, cmap, info = (values.get(spec.name, spec.default) for spec in self.params)
-        return DepthParams(float(low), float(high), str(cmap), bool(info))
+        low, high, cmap = (values.get(spec.name, spec.default) for spec in self.params)
+        return DepthParams(float(low), float(high), str(cmap))
 
     def preprocess(self, image: np.ndarray, encoding: str,
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, DepthMeta]:

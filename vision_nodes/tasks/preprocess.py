@@ -1,9 +1,9 @@
 """Image → tensor preprocessing shared by every task and every runner.
 
-``letterbox`` reproduces the usual YOLO letterbox (scale to fit, centre, pad with a constant)
-and ``to_tensor`` turns the result into a contiguous NCHW float32 tensor in the model's channel
-order, with scale/mean/std applied, in one pass per channel. ``prepare``, the path every frame
-takes, gives the same tensor without the intermediate 8-bit canvas.
+:func:`prepare`, the path every frame takes, reproduces the usual YOLO letterbox (scale to
+fit, centre, pad with a constant) and writes a contiguous NCHW float32 tensor in the model's
+channel order, with scale/mean/std applied, in one pass per channel, without building the
+padded 8-bit canvas a plain letterbox would (the tests compare it with that plain path).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..text import show
 
 @dataclass(frozen=True)
 class LetterboxMeta:
-    """What :func:`letterbox` did, so outputs can be mapped back to source pixels."""
+    """What the letterbox did, so outputs can be mapped back to source pixels."""
 
     source_shape: tuple[int, int]  # (height, width) of the source image
     gain: tuple[float, float]      # (x, y) scale applied to the source; equal for letterbox
@@ -87,21 +87,6 @@ def _resize(image: np.ndarray, place: _Placement, interpolation: str = 'linear')
                       interpolation=INTERPOLATION_FLAGS[interpolation])
 
 
-def letterbox(image: np.ndarray, size: tuple[int, int], pad_value: int = 114,
-              enabled: bool = True) -> tuple[np.ndarray, LetterboxMeta]:
-    """Resize ``image`` (H, W[, C]) into ``size`` (height, width).
-
-    With ``enabled`` the aspect ratio is kept and the border padded with ``pad_value``
-    (centred, YOLO rounding); without it the image is stretched to ``size``.
-    """
-    place, meta = _place(image.shape[0], image.shape[1], size, enabled)
-    channels = image.shape[2] if image.ndim == 3 else 1
-    canvas = np.full((size[0], size[1], channels), pad_value, dtype=image.dtype)
-    region = canvas[place.top:place.top + place.height, place.left:place.left + place.width]
-    region[...] = _resize(image, place).reshape(place.height, place.width, channels)
-    return canvas, meta
-
-
 def channel_map(encoding: str, color_order: str) -> tuple[int, int, int]:
     """Return the indices of the source channels that feed the model's three input channels.
 
@@ -124,7 +109,7 @@ def _convert_planes(image: np.ndarray, channels: tuple[int, int, int], prep: Pre
                     out: np.ndarray) -> None:
     """Write (H, W, C) uint8 ``image`` into (3, H, W) float32 ``out``, normalised."""
     plain = prep.mean == (0.0, 0.0, 0.0) and prep.std == (1.0, 1.0, 1.0)
-    # Contiguous planes make the conversion below ~30 % faster than strided channel reads.
+    # Contiguous planes: the conversion below reads them faster than strided channels.
     planes = cv2.split(image) if image.shape[2] > 1 else [image[:, :, 0]]
     for dst, src in enumerate(channels):
         plane = out[dst]
@@ -134,21 +119,13 @@ def _convert_planes(image: np.ndarray, channels: tuple[int, int, int], prep: Pre
             plane /= np.float32(prep.std[dst])
 
 
-def to_tensor(canvas: np.ndarray, channels: tuple[int, int, int],
-              prep: Preprocessing) -> np.ndarray:
-    """(H, W, C) uint8 → contiguous (1, 3, H, W) float32, normalised, in model channel order."""
-    out = np.empty((1, 3) + canvas.shape[:2], dtype=np.float32)
-    _convert_planes(canvas, channels, prep, out[0])
-    return out
-
-
 def prepare(image: np.ndarray, encoding: str, size: tuple[int, int],
             prep: Preprocessing) -> tuple[np.ndarray, LetterboxMeta]:
     """Image array as decoded from a message → (network tensor, letterbox metadata).
 
-    Equal to ``to_tensor(letterbox(image))``, without building the padded 8-bit canvas: the
-    resized image is converted straight into its region of the tensor and the border is
-    filled with the normalised pad value.
+    Equal to letterboxing onto a padded 8-bit canvas and converting that, without the
+    canvas: the resized image is converted straight into its region of the tensor and the
+    border is filled with the normalised pad value.
     """
     channels = channel_map(encoding, prep.color_order)
     if image.dtype != np.uint8:
@@ -212,7 +189,7 @@ def rect_shape(source_hw: tuple[int, int], max_hw: tuple[int, int], stride: int 
                ) -> tuple[int, int]:
     """Smallest (height, width), in multiples of ``stride``, that holds the letterboxed source.
 
-    The source is scaled to fit ``max_hw`` keeping its aspect ratio (as :func:`letterbox`
+    The source is scaled to fit ``max_hw`` keeping its aspect ratio (as the letterbox
     does), then each side is rounded up to the stride: 640 x 480 for a 4:3 camera and
     384 x 640 for 16:9 when ``max_hw`` is 640 x 640, instead of padding to the full square.
     """

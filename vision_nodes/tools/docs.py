@@ -4,7 +4,8 @@
     python -m vision_nodes.tools.docs --check   # exit 1, naming the files, if any is
 
 Each fact has one source: parameters are the :class:`~vision_nodes.param_spec.ParamSpec`
-tables (the node's in :mod:`vision_nodes.ros.params`, each task's ``params``), backends the
+tables (the node's in :mod:`vision_nodes.ros.params`, each task's ``params`` and its
+outputs' switches), backends the
 runner tables (:func:`backend_facts`). In ``README.md`` and ``docs/*.md`` the text between
 ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->`` is this module's
 ``NAME`` block; ``config/detect.yaml`` is written whole.
@@ -32,12 +33,15 @@ APPLIES_TEXT = {'reload': 'reload', 'activate': 'activate', 'live': 'live'}
 
 
 def parameter_groups() -> list[tuple[str, tuple[ParamSpec, ...]]]:
-    """(label, specs): the node's parameters, each task's live ones, the read-only reports."""
+    """(label, specs): the node's parameters, each task's (with its outputs'), the reports."""
+    from ..ros.parameters import output_switches
     from ..ros.params import PARAMS, REPORTS
     from ..tasks import task_class
 
-    return [('', PARAMS), ('Detection models', task_class('detect').params),
-            ('Depth models', task_class('depth').params), ('', REPORTS)]
+    return [('', PARAMS),
+            ('Detection models', task_class('detect').params + output_switches('detect')),
+            ('Depth models', task_class('depth').params + output_switches('depth')),
+            ('', REPORTS)]
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """The artifact chain's layering: runners load and run, artifacts never reach up to tasks.
 
-Runners may import only the artifact types, the cache lookup, the label readers, TensorRT's
-shared logger and the calibration error (``RUNNER_MAY_IMPORT``); the conversion steps (ONNX
-export, fp16, IR, INT8, engine build) are reached through ``RunnerConfig.artifacts`` only.
+Runners may import only the artifact types, the cache lookup, the label readers and TensorRT's
+shared logger (``RUNNER_MAY_IMPORT``); the conversion steps (ONNX export, fp16, IR, INT8,
+engine build, calibration) stay behind the chain, which the pipeline asks for the finished
+artifact it hands the runner (``RunnerConfig.artifact``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[3] / 'vision_nodes'
 #: What of artifacts/ a runner may import: types and lookups, no conversion step.
-RUNNER_MAY_IMPORT = {'cache', 'types', 'labels', 'tensorrt_log', 'calibration'}
+RUNNER_MAY_IMPORT = {'cache', 'types', 'labels', 'tensorrt_log'}
 #: The conversion steps, behind the chain.
-STEPS = ('chain', 'onnx_export', 'onnx_fp16', 'openvino_convert', 'quantize', 'tensorrt_build')
+STEPS = ('chain', 'onnx_export', 'onnx_fp16', 'openvino_convert', 'quantize', 'tensorrt_build',
+         'calibration')
 
 
 def _imports(path: Path) -> list[str]:

@@ -556,7 +556,7 @@ def test_onnx_runner_never_runs_a_corrupted_cached_model(model_dir, engine_cache
     from vision_nodes.manifest import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.runners.base import RunnerConfig
-    from vision_nodes.runners.registry import create_runner
+    from vision_nodes.pipeline import create_runner
     from vision_nodes.tasks.detect import DetectionParams
 
     manifest = resolve_manifest('yolov8n')

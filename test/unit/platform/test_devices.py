@@ -18,7 +18,8 @@ from vision_nodes.limits import MAX_DEVICE_INDEX
 from vision_nodes.manifest import resolve_manifest
 from vision_nodes.platform.devices import DeviceError, parse_device
 from vision_nodes.runners.base import RunnerConfig, RunnerError
-from vision_nodes.runners.registry import create_runner, runner_class
+from vision_nodes.pipeline import create_runner
+from vision_nodes.runners.registry import runner_class
 
 
 @pytest.mark.parametrize('spec,kind,index,vendor,openvino', [

@@ -8,13 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from vision_nodes.ros.parameters import output_switches
 from vision_nodes.ros.params import PARAMS as NODE_PARAMS
 from vision_nodes.ros.params import REPORTS
 from vision_nodes.tasks import TASK_MAP, task_class
 
-#: Every task's live parameters, once each (a node declares those of the models it runs).
+#: Every task's live parameters and its outputs' switches, once each (a node declares those
+#: of the models it runs).
 TASK_PARAMS = tuple({spec.name: spec for name, target in TASK_MAP.items() if target
-                     for spec in task_class(name).params}.values())
+                     for spec in task_class(name).params + output_switches(name)}.values())
 PARAMS = NODE_PARAMS + TASK_PARAMS + REPORTS
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -22,8 +22,8 @@ from vision_nodes.runners import backends, registry
 from vision_nodes.runners.backends import (ARCHITECTURE_BACKENDS, AUTO_ORDER, BACKEND_CHOICES,
                                            BACKENDS, EXECUTION_PROVIDER_CHOICES, PRECISIONS)
 from vision_nodes.runners.base import RunnerConfig, RunnerError
-from vision_nodes.runners.registry import (Candidate, Selection, create_runner, runner_class,
-                                           select)
+from vision_nodes.pipeline import create_runner
+from vision_nodes.runners.registry import Candidate, Selection, runner_class, select
 from vision_nodes.tasks import TASK_MAP, default_values, param_defaults, task_class
 from vision_nodes.tasks.depth import DepthSpec, depth_range_problem
 

@@ -29,7 +29,7 @@ from vision_nodes.runners import onnx_providers
 from vision_nodes.runners.onnx_providers import (AUTO_ORDER, EXECUTION_PROVIDERS,
                                                  NO_CPU_FALLBACK, OPENVINO, TENSORRT,
                                                  provider_candidates, provider_options)
-from vision_nodes.runners.registry import create_runner
+from vision_nodes.pipeline import create_runner
 from vision_nodes.tasks import create_task
 from vision_nodes.tasks.detect import DetectionParams
 

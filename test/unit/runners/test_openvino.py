@@ -36,7 +36,7 @@ from vision_nodes.artifacts.quantize import float_tail, int8_cache_fields  # noq
 from vision_nodes.manifest import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline, calibration_tensor  # noqa: E402
 from vision_nodes.runners.base import RunnerError  # noqa: E402
-from vision_nodes.runners.openvino_runner import fast_reduced_type  # noqa: E402
+from vision_nodes.platform.openvino import fast_reduced_type  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 
 IMAGES = ('bus.jpg', 'zidane.jpg')

@@ -18,8 +18,10 @@ from vision_nodes.manifest import KNOWN_BACKENDS, ManifestError, parse_manifest,
 from vision_nodes.platform.cpu import cpu_info, parse_cpuinfo
 from vision_nodes.platform.devices import DeviceError, openvino_device
 from vision_nodes.runners.base import PRECISIONS, RunnerConfig, RunnerError
-from vision_nodes.runners.registry import (BACKEND_PRECISIONS, check_manifest, check_precision,
-                                           create_runner, resolve_precision, valid_precisions)
+from vision_nodes.pipeline import create_runner
+from vision_nodes.runners.registry import (BACKEND_PRECISIONS, artifact_request, check_manifest,
+                                           check_precision, resolve, resolve_precision,
+                                           valid_precisions)
 
 
 @pytest.fixture(scope='module')
@@ -127,9 +129,9 @@ def test_auto_follows_a_manifest_that_only_allows_int8(config, ov):
 @pytest.fixture
 def cpu_without_bf16(monkeypatch, ov):
     """Fake the one fact this machine cannot show: a CPU OpenVINO gives no fast reduced type."""
-    from vision_nodes.runners import openvino_runner
+    from vision_nodes.platform import openvino as ov_facts
 
-    monkeypatch.setattr(openvino_runner, 'fast_reduced_type', lambda family: None)
+    monkeypatch.setattr(ov_facts, 'fast_reduced_type', lambda family: None)
 
 
 def test_fp16_on_a_cpu_without_bf16_is_refused(config, cpu_without_bf16):
@@ -159,6 +161,39 @@ def test_a_refused_precision_never_loads(config, monkeypatch, ov):
     with pytest.raises(RunnerError, match="'openvino' cannot run precision 'int8' here"):
         create_runner(replace(config, precision='int8'))
     assert not any(config.cache.root.iterdir())  # nothing exported
+
+
+def test_device_and_precision_are_decided_before_the_runner(config, monkeypatch, ov):
+    """registry.resolve parses the device, resolves auto and plans the inference types with
+    no runner created; the request names the artifact the pipeline asks the chain for."""
+    from vision_nodes.platform.openvino import fast_reduced_type
+    from vision_nodes.runners import openvino_runner
+
+    def no_runner(self, config):
+        raise AssertionError('a runner was created while deciding')
+
+    monkeypatch.setattr(openvino_runner.OpenVinoRunner, '__init__', no_runner)
+    log: list[str] = []
+    resolved = resolve(replace(config, precision='auto', device='cpu'), log.append)
+    fastest = fast_reduced_type('CPU')
+    assert resolved.precision == ('fp16' if fastest else 'fp32')
+    plan = resolved.device_facts
+    assert plan.device.name == 'CPU' and plan.inference_types == {'CPU': fastest or 'f32'}
+    assert plan.properties()['INFERENCE_PRECISION_HINT'] == (fastest or 'f32')
+    assert plan.properties()['ENABLE_CPU_PINNING'] is False and not plan.compile_cache
+    request = artifact_request(replace(resolved, precision='int8'))
+    assert (request.kind, request.precision, request.compile_cache) == \
+        ('openvino', 'int8', False)
+    with pytest.raises(RunnerError, match=r"OpenVINO device 'GPU\.7' is not available"):
+        resolve(replace(config, device='GPU.7'))
+
+
+def test_a_runner_without_its_artifact_says_how_to_create_it(config, ov):
+    """The runner loads what it is handed: created bare, it names the one way to create it."""
+    from vision_nodes.runners.openvino_runner import OpenVinoRunner
+
+    with pytest.raises(RunnerError, match='create it through vision_nodes.pipeline'):
+        OpenVinoRunner(config).load()
 
 
 # ---------------------------------------------------------------------- platform facts
@@ -247,9 +282,9 @@ def test_the_openvino_runner_asks_for_that_type_and_fp32_stays_f32(config, monke
                                                                    kind):
     """The CPU facts are faked through platform/cpu.py's API; OpenVINO itself is real (on a
     CPU without bf16 it computes f32 whatever is asked, so the request is what is checked)."""
-    from vision_nodes.runners import openvino_runner
+    from vision_nodes.runners import openvino_plan
 
-    monkeypatch.setattr(openvino_runner, 'cpu_info', lambda: _cpu(kind))
+    monkeypatch.setattr(openvino_plan, 'cpu_info', lambda: _cpu(kind))
     ir = resolve_manifest('yolov8n_int8_openvino')
     int8 = create_runner(replace(config, manifest=ir, weights=ir.weights_path(),
                                  precision='int8'))

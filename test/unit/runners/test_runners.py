@@ -11,11 +11,10 @@ import pytest
 
 from vision_nodes.runners import backends
 from vision_nodes.runners.backends import AUTO_ORDER
-from vision_nodes.runners.registry import (BACKEND_MAP, check_supported, create_runner,
-                                           runner_class, select)
+from vision_nodes.runners.registry import BACKEND_MAP, check_supported, runner_class, select
 from vision_nodes.artifacts.cache import ArtifactCache
 from vision_nodes.manifest import KNOWN_BACKENDS, resolve_manifest
-from vision_nodes.pipeline import build_pipeline
+from vision_nodes.pipeline import build_pipeline, create_runner
 from vision_nodes.loaders import ModelLoadError
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 
@@ -214,7 +213,7 @@ class Block(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Block())
 import cv2
 from vision_nodes.manifest import parse_manifest
-from vision_nodes.pipeline import build_pipeline
+from vision_nodes.pipeline import build_pipeline, create_runner
 from vision_nodes.tasks.detect import DetectionParams
 
 onnx_file, image, cache = sys.argv[1:4]

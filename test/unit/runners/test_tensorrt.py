@@ -41,12 +41,11 @@ from vision_nodes.artifacts.cache import ArtifactCache, file_sha256
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE
 from vision_nodes.manifest import parse_manifest, resolve_manifest
-from vision_nodes.pipeline import (LoadedModel, artifact_chain, build_pipeline,
+from vision_nodes.pipeline import (LoadedModel, build_pipeline, create_runner,
                                    build_pipelines, calibration_preprocessor)
 from vision_nodes.platform import cuda
 from vision_nodes.runners.base import RunnerConfig, RunnerError
-from vision_nodes.runners.registry import create_runner
-from vision_nodes.runners import tensorrt_runner
+from vision_nodes.runners import tensorrt_io, tensorrt_plan, tensorrt_runner
 from vision_nodes.runners.tensorrt_runner import TensorRTRunner
 from vision_nodes.tasks import create_task
 from vision_nodes.tasks.detect import DetectionParams
@@ -138,7 +137,7 @@ def config(yolo_onnx, tmp_path, log) -> RunnerConfig:
     manifest = _manifest(yolo_onnx)
     cache = ArtifactCache(tmp_path / 'cache')
     return RunnerConfig(manifest=manifest, weights=yolo_onnx, backend='tensorrt', cache=cache,
-                        log=log.append, artifacts=artifact_chain(cache, log.append))
+                        log=log.append)
 
 
 @pytest.fixture
@@ -147,7 +146,7 @@ def tiny_config(tiny_onnx, tmp_path, log) -> RunnerConfig:
     manifest = _manifest(tiny_onnx, 'tiny', (640, 640))
     cache = ArtifactCache(tmp_path / 'cache')
     return RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt', cache=cache,
-                        log=log.append, artifacts=artifact_chain(cache, log.append))
+                        log=log.append)
 
 
 def _calls(trt, what: str) -> list[dict]:
@@ -255,7 +254,7 @@ def test_build_on_miss_load_on_hit_and_release(fake_trt, fake_gpu, config, log, 
     assert fake_gpu.state.memory and fake_gpu.state.streams
     runner.unload()
     assert fake_gpu.state.memory == {} and not fake_gpu.state.streams
-    assert runner._context is None and runner._engine is None and runner._runtime is None
+    assert runner._io is None and runner._engine is None and runner._runtime is None
     with pytest.raises(RunnerError, match='not loaded'):
         runner.infer(tensor)
 
@@ -456,9 +455,8 @@ def test_tensorrt_and_openvino_int8_calibrate_on_the_same_set(fake_trt, tiny_onn
     for backend in ('tensorrt', 'openvino'):
         config = RunnerConfig(manifest=manifest, weights=tiny_onnx, backend=backend,
                               cache=cache, precision='int8', calibration_dir=str(images),
-                              log=log.append,
-                              artifacts=_recording_chain(cache, log.append, fed[backend]))
-        runner = create_runner(config)
+                              log=log.append)
+        runner = create_runner(config, chain=_recording_chain(cache, log.append, fed[backend]))
         try:
             path = runner.engine_path if backend == 'tensorrt' else Path(runner.model_path)
             entries[backend] = json.loads((path.parent / 'entry.json').read_text())['fields']
@@ -624,9 +622,9 @@ def test_device_selects_the_gpu(fake_trt, fake_gpu, tiny_config):
 def test_auto_precision_follows_the_gpu(fake_trt, fake_gpu, tiny_config):
     """precision auto: fp16 with tensor cores (sm 7.0+), else fp32."""
     config = tiny_config
-    assert TensorRTRunner.auto_precision(config) == 'fp16'
+    assert tensorrt_plan.auto_precision(config) == 'fp16'
     fake_gpu.state.gpus[0] = dict(GPU_A, cc=(6, 1))
-    assert TensorRTRunner.auto_precision(config) == 'fp32'
+    assert tensorrt_plan.auto_precision(config) == 'fp32'
 
 
 def test_gpu_facts_here_and_from_cuda_python(monkeypatch):
@@ -849,7 +847,7 @@ def _check_runner_names(versions: dict) -> None:
         for group in ('classes', 'enums'):
             for name, members in v[group].items():
                 nested.setdefault(name, set()).update(members)
-    for source in (tensorrt_runner, tensorrt_build):
+    for source in (tensorrt_runner, tensorrt_io, tensorrt_build):
         tree = ast.parse(Path(source.__file__).read_text())
         for node in ast.walk(tree):
             chain = _trt_chain(node)
@@ -985,8 +983,7 @@ def test_int8_calibrates_one_image_a_batch_in_a_batch_profile(fake_trt, model_di
     manifest = replace(_manifest(onnx_path), max_batch=2)
     runner = create_runner(RunnerConfig(
         manifest=manifest, weights=onnx_path, backend='tensorrt', cache=cache,
-        precision='int8', calibration_dir=str(images),
-        artifacts=artifact_chain(cache)))
+        precision='int8', calibration_dir=str(images)))
     try:
         shapes = _calls(fake_trt, 'set_shape')
         assert shapes[0]['opt'] == (2, 3, 640, 640)

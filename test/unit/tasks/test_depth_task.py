@@ -146,10 +146,9 @@ def test_registry_serves_depth():
     assert DepthTask.name == 'depth'
     values = default_values(DepthTask)
     assert values == {'depth_color_min': 0.0, 'depth_color_max': 0.0,
-                      'depth_colormap': 'turbo', 'publish_camera_info': False}
-    applies = {spec.name: spec.applies for spec in DepthTask.params}
-    assert applies.pop('publish_camera_info') == 'activate'
-    assert set(applies.values()) == {'live'}
+                      'depth_colormap': 'turbo'}
+    # publish_camera_info is a ROS output switch: the depth outputs declare it, not the task.
+    assert {spec.applies for spec in DepthTask.params} == {'live'}
 
 
 def test_task_needs_a_depth_block():

@@ -12,8 +12,9 @@ from vision_nodes.ros.image_input import image_to_numpy, numpy_to_image
 from vision_nodes.manifest import Preprocessing, parse_manifest
 from vision_nodes.tasks.detect import DetectionParams, DetectionTask, decode
 from vision_nodes.tasks.nms import nms
-from vision_nodes.tasks.preprocess import (LetterboxMeta, channel_map, letterbox, prepare,
-                                           prepare_u8, to_tensor)
+from vision_nodes.tasks.preprocess import LetterboxMeta, channel_map, prepare, prepare_u8
+
+from reference_images import letterbox, to_tensor
 
 RED_BGR = (0, 0, 255)
 BLUE_BGR = (255, 0, 0)

@@ -7,8 +7,9 @@ results never reach another's topics. The node drives this object like any model
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
+from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 from ..camera_names import topic_namespace
 from .protocol import Outputs, OutputsFactory
@@ -16,6 +17,9 @@ from .protocol import Outputs, OutputsFactory
 
 class CameraOutputs:
     """The outputs of one model, one set per camera (index = the camera's in ``image_topics``)."""
+
+    #: Its switches are the task's outputs' (the parameter policy reads them from there).
+    params: ClassVar[tuple[ParamSpec, ...]] = ()
 
     def __init__(self, factory: OutputsFactory, node: Any, model: LoadedModel,
                  namespaces: Sequence[str], report_error: Callable[[str], None],
@@ -62,10 +66,10 @@ class CameraOutputs:
                 for topic, outputs in zip(self._topics, self.cameras)
                 for key, value in getattr(outputs, 'diagnostics', dict)().items()}
 
-    def activate(self, params: Any) -> None:
-        """Activate every camera's outputs."""
+    def activate(self, params: Any, switches: Mapping[str, Any]) -> None:
+        """Activate every camera's outputs with the same parameters and switches."""
         for outputs in self.cameras:
-            outputs.activate(params)
+            outputs.activate(params, switches)
 
     def deactivate(self) -> None:
         """Deactivate every camera's outputs."""

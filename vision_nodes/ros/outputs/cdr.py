@@ -62,7 +62,7 @@ def _put_strings(payload: np.ndarray, at: np.ndarray, chars: bytes, lengths: np.
 def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: np.ndarray,
                              scores: np.ndarray, class_ids: np.ndarray,
                              ids: Sequence[str] | None = None) -> bytes:
-    """Serialise a Detection2DArray the way ``detections.detections_to_msg`` fills it.
+    """Serialise a Detection2DArray of these detections, every field as rclpy would.
 
     Every Detection2D carries the array's header, one hypothesis (``class_id`` the class
     index as a string, ``score``), an identity pose with zero covariance, the box as centre

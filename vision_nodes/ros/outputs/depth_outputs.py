@@ -4,20 +4,22 @@
 * relative models: ``depth/relative`` (``32FC1``, unitless: the model's convention), never
   ``depth``, so nothing mistakes them for metres;
 * ``depth/colored`` (``rgb8``, for people): computed only while someone subscribes;
-* with ``publish_camera_info``: the latest ``camera_info`` (a sibling of the image topic)
-  republished on ``depth/camera_info`` with each depth image's header, so
-  ``depth_image_proc`` can pair them into a point cloud.
+* with ``publish_camera_info`` (a ROS output switch these outputs declare, :data:`PARAMS`):
+  the latest ``camera_info`` (a sibling of the image topic) republished on
+  ``depth/camera_info`` with each depth image's header, so ``depth_image_proc`` can pair
+  them into a point cloud.
 
 Every image carries its input image's header.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Mapping
 
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image
 
+from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 from ...tasks.depth import DepthParams, DepthResult
 from .depth_messages import camera_info_for, colored_to_msg, depth_to_msg
@@ -30,8 +32,19 @@ CAMERA_INFO_IN = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                             reliability=ReliabilityPolicy.BEST_EFFORT)
 
 
+#: Republish camera_info with each depth image: a ROS output switch, declared by these
+#: outputs as a node parameter (prefixed like the task's when the node runs several models).
+PUBLISH_CAMERA_INFO = ParamSpec(
+    'publish_camera_info', False,
+    'Republish the camera_info that matches each depth image (same stamp and frame) on '
+    'depth/camera_info, so depth_image_proc can make a point cloud.', applies='activate')
+
+
 class DepthOutputs:
     """Publishers of one depth model."""
+
+    #: The ROS output switches these outputs declare (node parameters).
+    params: ClassVar[tuple[ParamSpec, ...]] = (PUBLISH_CAMERA_INFO,)
 
     def __init__(self, node: Any, model: LoadedModel, namespace: str = '',
                  report_error: Callable[[str], None] = lambda text: None) -> None:
@@ -61,10 +74,10 @@ class DepthOutputs:
         return (self._depth.get_subscription_count() > 0
                 or self._colored.get_subscription_count() > 0)
 
-    def activate(self, params: DepthParams) -> None:
-        """Subscribe to camera_info when it is to be republished."""
+    def activate(self, params: DepthParams, switches: Mapping[str, Any]) -> None:
+        """Subscribe to camera_info when it is to be republished (``publish_camera_info``)."""
         self._params = params
-        if params.publish_camera_info and self._info_in is None:
+        if switches[PUBLISH_CAMERA_INFO.name] and self._info_in is None:
             self._info_in = self._node.endpoints.subscription(
                 CameraInfo, self.camera_info, self._on_camera_info, CAMERA_INFO_IN)
 

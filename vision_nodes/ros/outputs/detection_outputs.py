@@ -8,7 +8,7 @@ With ``tracker`` set, each frame's detections go through the model's tracker fir
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Mapping
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
@@ -17,6 +17,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo
 
 from ...drawing import draw
 from ...images import to_rgb
+from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 from ...stage_times import mark
 from ...tasks.detect import DetectionParams, Detections
@@ -51,6 +52,9 @@ class _Lazy:
 
 class DetectionOutputs:
     """Publishers of one detection model: ``<ns>detections``, ``<ns>label_info`` and extras."""
+
+    #: No ROS output switches of its own.
+    params: ClassVar[tuple[ParamSpec, ...]] = ()
 
     def __init__(self, node: Any, model: LoadedModel, namespace: str = '',
                  report_error: Callable[[str], None] = lambda text: None) -> None:
@@ -93,7 +97,7 @@ class DetectionOutputs:
         """Models of the node whose results on the same frame these outputs read."""
         return self._3d.sources() if self._3d else ()
 
-    def activate(self, params: DetectionParams) -> None:
+    def activate(self, params: DetectionParams, switches: Mapping[str, Any]) -> None:
         """Send label_info; start tracking, 3D and the annotated image as asked."""
         self._use_tracker(params)
         try:

@@ -6,16 +6,20 @@ publishers (and subscriptions, e.g. a camera_info to republish) through ``node.e
 in one line; it reads the node's clock and logger; it reports a problem with one frame's output
 through ``report_error`` (counted and rate-limited by the frame path). It never calls the
 node back otherwise; at activate it may read the node's models (``node.frames.models``), e.g.
-to check that the depth model a detector's ``depth_source`` names is one of them.
+to check that the depth model a detector's ``depth_source`` names is one of them. Its ROS
+output switches (e.g. depth's ``publish_camera_info``) are its own: it declares them in
+``params``, the node's parameter policy declares them beside the task's parameters, and their
+values reach ``activate``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Callable, ClassVar, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 
+from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 
 
@@ -44,6 +48,9 @@ class Frame:
 class Outputs(Protocol):
     """The publishers of one model."""
 
+    #: The ROS output switches it declares (node parameters; ``()`` for none).
+    params: ClassVar[tuple[ParamSpec, ...]]
+
     @property
     def topics(self) -> list[str]:
         """Resolved names of the topics published (the per-frame one first)."""
@@ -51,8 +58,8 @@ class Outputs(Protocol):
     def wanted(self) -> bool:
         """Whether anything subscribes to a per-frame output (lazy mode asks)."""
 
-    def activate(self, params: Any) -> None:
-        """Start publishing with the task's current parameters (per-activation messages)."""
+    def activate(self, params: Any, switches: Mapping[str, Any]) -> None:
+        """Start publishing with the task's parameters and its switches' values, by name."""
 
     def deactivate(self) -> None:
         """Stop what activate started; the publishers stay."""
