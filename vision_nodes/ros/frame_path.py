@@ -67,8 +67,9 @@ class FramePath:
                  lazy: Callable[[], bool], sink: Any = None) -> None:
         """Take frames for this path's inference thread, or for ``sink``.
 
-        ``sink.put((msg, dds_times, called_ns))`` gets what the thread would. A camera of a multi-camera node hands its frames to the batcher (:mod:`.batcher`),
-        which calls :meth:`reopen` when it is done with one.
+        ``sink.put((msg, dds_times, called_ns))`` gets what the thread would. A camera of a
+        multi-camera node hands its frames to the batcher (:mod:`.batcher`), which calls
+        :meth:`reopen` when it is done with one.
         """
         self._node = node
         self._log_error = log_error
