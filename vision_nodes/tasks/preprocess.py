@@ -127,15 +127,7 @@ def prepare(image: np.ndarray, encoding: str, size: tuple[int, int],
     canvas: the resized image is converted straight into its region of the tensor and the
     border is filled with the normalised pad value.
     """
-    channels = channel_map(encoding, prep.color_order)
-    if image.dtype != np.uint8:
-        raise ImageConversionError(
-            f'encoding {show(encoding)} has {image.dtype} pixels; colour models take 8-bit '
-            'images')
-    place, meta = _place(image.shape[0], image.shape[1], size, prep.letterbox)
-    resized = _resize(image, place, prep.interpolation)
-    if resized.ndim == 2:
-        resized = resized[:, :, None]
+    channels, place, meta, resized = _resized(image, encoding, prep.color_order, size, prep)
     out = np.empty((1, 3) + tuple(size), dtype=np.float32)
     rows = slice(place.top, place.top + place.height)
     cols = slice(place.left, place.left + place.width)
@@ -160,15 +152,7 @@ def prepare_u8(image: np.ndarray, encoding: str, size: tuple[int, int],
     :func:`prepare`'s geometry, resize and pad, without the float conversion. A resized image
     already in that order that fills the input is handed as it is, without a copy.
     """
-    channels = channel_map(encoding, U8_INPUT_ORDER)
-    if image.dtype != np.uint8:
-        raise ImageConversionError(
-            f'encoding {show(encoding)} has {image.dtype} pixels; colour models take 8-bit '
-            'images')
-    place, meta = _place(image.shape[0], image.shape[1], size, prep.letterbox)
-    resized = _resize(image, place, prep.interpolation)
-    if resized.ndim == 2:
-        resized = resized[:, :, None]
+    channels, place, meta, resized = _resized(image, encoding, U8_INPUT_ORDER, size, prep)
     fills = (place.width, place.height) == (size[1], size[0])
     in_order = channels == (0, 1, 2) and resized.shape[2] == 3
     if fills and in_order and resized is not image and resized.flags.c_contiguous:
@@ -196,3 +180,17 @@ def rect_shape(source_hw: tuple[int, int], max_hw: tuple[int, int], stride: int 
     _, height, width = _fit(source_hw[0], source_hw[1], max_hw[0], max_hw[1])
     return (min(max_hw[0], -(-height // stride) * stride),
             min(max_hw[1], -(-width // stride) * stride))
+
+
+def _resized(image: np.ndarray, encoding: str, order: str, size: tuple[int, int],
+             prep: Preprocessing) -> tuple[tuple[int, int, int], _Placement, LetterboxMeta,
+                                           np.ndarray]:
+    """The channel map to ``order``, the placement, metadata and the (H, W, C) resized image."""
+    channels = channel_map(encoding, order)
+    if image.dtype != np.uint8:
+        raise ImageConversionError(
+            f'encoding {show(encoding)} has {image.dtype} pixels; colour models take 8-bit '
+            'images')
+    place, meta = _place(image.shape[0], image.shape[1], size, prep.letterbox)
+    resized = _resize(image, place, prep.interpolation)
+    return channels, place, meta, resized[:, :, None] if resized.ndim == 2 else resized
