@@ -185,7 +185,7 @@ def rect_shape(source_hw: tuple[int, int], max_hw: tuple[int, int], stride: int 
 def _resized(image: np.ndarray, encoding: str, order: str, size: tuple[int, int],
              prep: Preprocessing) -> tuple[tuple[int, int, int], _Placement, LetterboxMeta,
                                            np.ndarray]:
-    """The channel map to ``order``, the placement, metadata and the (H, W, C) resized image."""
+    """Return the channel map to ``order``, the placement, metadata, the resized image."""
     channels = channel_map(encoding, order)
     if image.dtype != np.uint8:
         raise ImageConversionError(
