@@ -197,7 +197,8 @@ class DetectionTask:
                   float_range=(0.0, 1.0), applies='live'),
         ParamSpec('iou_threshold', 0.45,
                   'IoU above which non-maximum suppression drops the lower-scoring box of a '
-                  'class.', float_range=(0.0, 1.0), applies='live'),
+                  'class (NMS-free models, such as YOLO26, run none).', float_range=(0.0, 1.0),
+                  applies='live'),
         ParamSpec('max_detections', 300, 'Most detections published per image.',
                   int_range=(1, MAX_DETECTIONS), applies='live'),
     ) + OUTPUT_PARAMS
