@@ -305,3 +305,23 @@ class DetectionTask:
             dets = decode(outputs[0], params)
         meta.to_source(dets.boxes)
         return dets
+
+    def postprocess_batch(self, outputs: list[Any], metas: Sequence[LetterboxMeta],
+                          params: DetectionParams) -> list[Detections] | None:
+        """Every frame's :meth:`postprocess` from a batch's outputs at once; None: not here.
+
+        Only for outputs that stay on a device and decode a batch there in one go
+        (``runners/torch_device.py``: one filter, one copy back, each frame's NMS as alone),
+        and only for this task's own ``postprocess`` (segment and pose read more than boxes).
+        """
+        on_device = getattr(outputs[0], 'decode_detections_batch', None)
+        if on_device is None or type(self).postprocess is not DetectionTask.postprocess:
+            return None
+        found = on_device(params.confidence, params.iou, params.max_detections,
+                          MAX_NMS_CANDIDATES, _CLASS_OFFSET)
+        results = []
+        for meta, arrays in zip(metas, found):
+            dets = Detections(*arrays)
+            meta.to_source(dets.boxes)
+            results.append(dets)
+        return results
