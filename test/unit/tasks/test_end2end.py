@@ -142,6 +142,24 @@ def test_nms_is_not_run_for_end2end_rows(pipelines, images, monkeypatch, task):
         detect_module.decode(anchors, _params('bus.jpg'))
 
 
+def test_a_batch_of_frames_gives_each_frame_its_own_rows(pipelines, weights, images,
+                                                         engine_cache_dir):
+    """Several cameras in one run (dynamic batch): each frame's rows as when run alone."""
+    batched = build_pipeline(_manifest('segment', weights['segment']), 'onnx',
+                             cache_dir=engine_cache_dir, max_batch=2)
+    try:
+        image = images['bus.jpg']
+        frames = [(image, 'bgr8'), (np.ascontiguousarray(image[:, ::-1]), 'bgr8')]
+        together = batched.process_batch(frames, _params('bus.jpg'))
+        for (frame, _), got in zip(frames, together):
+            want = pipelines['segment', 'onnx'].process(frame, 'bgr8', _params('bus.jpg'))
+            assert len(got) == len(want) >= 1
+            np.testing.assert_allclose(got.boxes, want.boxes, atol=1e-2)
+            assert all(mask_iou(a, b) >= 0.99 for a, b in zip(got.masks, want.masks))
+    finally:
+        batched.close()
+
+
 def test_decode_rows_keeps_order_threshold_and_cap():
     rows = np.zeros((1, 5, 8), np.float32)
     rows[0, :, 4] = [0.9, 0.8, 0.3, 0.7, 0.1]  # a row below the threshold between others
