@@ -52,6 +52,6 @@ def match_reference(ours, ref) -> list[int]:
 
 
 def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
-    """IoU of two boolean masks (1 when both are empty)."""
+    """Return the IoU of two boolean masks (1 when both are empty)."""
     union = np.logical_or(a, b).sum()
     return float(np.logical_and(a, b).sum() / union) if union else 1.0
