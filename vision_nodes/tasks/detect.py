@@ -14,7 +14,7 @@ import numpy as np
 from ..limits import MAX_DETECTIONS
 from ..manifest import ManifestError, ModelManifest
 from ..param_spec import ParamSpec
-from ..tracking import TRACKERS
+from ..tracking import TRACKERS, check_tracker, check_tracker_config
 from .nms import nms
 from .preprocess import LetterboxMeta, prepare, prepare_u8
 
@@ -145,10 +145,12 @@ OUTPUT_PARAMS: tuple[ParamSpec, ...] = (
               "(Ultralytics' ByteTrack or BoT-SORT); detections a tracker has not confirmed "
               'are left out of tracked frames. none: ids are the indices. Restarts when the '
               "image's frame_id changes or its stamp jumps back.",
-              choices=TRACKERS, applies='live'),
+              choices=TRACKERS, applies='live', check=check_tracker),
     ParamSpec('tracker_config', '',
               "A tracker YAML (as Ultralytics' cfg/trackers/bytetrack.yaml) whose settings "
-              'replace the tracker\'s defaults (empty: the defaults).', applies='live'),
+              "replace the tracker's defaults (empty: the defaults); checked when set: a "
+              'regular file of known keys and value types for the tracker.',
+              applies='live', check=check_tracker_config),
     ParamSpec('depth_source', '',
               'Publish detections_3d (vision_msgs/Detection3DArray) from depth: topic (an '
               'aligned depth image on depth_topic) or model:<name> (a metric depth model of '
