@@ -20,11 +20,12 @@ from rclpy.parameter import Parameter  # noqa: E402
 
 from vision_nodes.ros.compat import lifecycle_state  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
+from vision_nodes.ros.parameters import output_switches  # noqa: E402
 from vision_nodes.ros.params import PARAMS, REPORTS, coerce, validate  # noqa: E402
 from vision_nodes.tasks.detect import DetectionTask  # noqa: E402
 
 NODE_SPECS = {spec.name: spec for spec in PARAMS}
-TASK_SPECS = {spec.name: spec for spec in DetectionTask.params}
+TASK_SPECS = {spec.name: spec for spec in DetectionTask.params + output_switches('detect')}
 NASTY_TEXT = ['', ' ', 'x' * 5000, 'bad\nline\x1b[31mred', '../../etc/passwd', '\x00', 'é✓']
 
 

@@ -6,7 +6,8 @@
   switches live with a parameter set;
 * 3D from a depth topic: a synthetic aligned depth image (a plane at a known distance, with
   holes) and a known K give centres and sizes within 5 cm of the analytic values, with the
-  image's frame_id; 16UC1 and 32FC1; without K the node says why once;
+  image's frame_id; 16UC1 and 32FC1; ``depth_slop`` changes live; without K the node says
+  why once;
 * 3D from a depth model of the node (``model:<name>``, random-weights Depth Anything): a
   Detection3DArray from one RGB stream;
 * ``annotated``: a bgr8 picture with the image's header.
@@ -223,6 +224,12 @@ def test_3d_from_an_aligned_depth_topic(model_dir, engine_cache_dir, bus_bgr, en
         depths.publish(stale)
         assert _exchange(images, dets, msg) is not None
         assert dets3.get(2.0, lambda m: m.header.stamp == msg.header.stamp) is None
+        # depth_slop is live: while active, a wider slop pairs a depth image 3 s off.
+        assert all(r.successful for r in c.set_parameters(depth_slop=5.0))
+        msg = _image(bus_bgr, 16)
+        far = _depth_msg(depth, _image(bus_bgr, 13).header, encoding)
+        got3 = _exchange(images, dets3, msg, [(infos, info), (depths, far)])
+        assert got3 is not None and len(got3.detections) >= 3
     finally:
         h.close()
 
@@ -249,15 +256,24 @@ def test_3d_without_intrinsics_says_why_once(model_dir, engine_cache_dir, bus_bg
         h.close()
 
 
-def test_a_bad_depth_source_fails_activate_in_one_line(model_dir, engine_cache_dir):
+def test_a_bad_depth_source_fails_activate_in_one_line(model_dir, engine_cache_dir, bus_bgr):
+    """The outputs' switches that apply at activate: a bad depth_source fails it, and
+    publish_annotated set while inactive is taken there (refused while active)."""
     h = Harness(_params(engine_cache_dir, depth_source='model:nothing'), 'vn_3d_bad')
     try:
         c = h.client
         assert c.change_state('configure', timeout=600)
         assert not c.change_state('activate')
         assert h.node.wait_for_output("this node runs no model named 'nothing'", 30.0)
-        assert all(r.successful for r in c.set_parameters(depth_source=''))
+        assert all(r.successful for r in c.set_parameters(depth_source='',
+                                                          publish_annotated=True))
         assert c.change_state('activate')
+        refused = c.set_parameters(publish_annotated=False)[0]
+        assert not refused.successful and 'applies when the node activates' in refused.reason
+        annotated = c.subscribe(Image, '/annotated', 5)
+        images = c.publisher(Image, '/image', 10)
+        pic = _exchange(images, annotated, _image(bus_bgr, 5))
+        assert pic is not None and pic.encoding == 'bgr8'
     finally:
         h.close()
 

@@ -82,6 +82,8 @@ class _ModelParameters:
         self.current: Any = self._task.make_params(self.values)
         #: Told ``(old, new)`` after every change (the model's outputs, while configured).
         self.listener: Callable[[Any, Any], None] = lambda old, new: None
+        #: Told :attr:`switches` after a change of one (the model's outputs, while configured).
+        self.switch_listener: Callable[[dict[str, Any]], None] = lambda switches: None
 
     @property
     def switches(self) -> dict[str, Any]:
@@ -139,6 +141,9 @@ class _ModelParameters:
         old, self.values = self.current, values
         self.current = self._task.make_params(values)
         self.listener(old, self.current)
+        switched = {spec.name for spec in self._switches}
+        if any(self.specs[name].name in switched for name in changes):
+            self.switch_listener(self.switches)
 
     def undeclare(self) -> None:
         """Remove this model's parameters from the node."""
