@@ -153,12 +153,16 @@ def tracker_config_problem(tracker: str, config: str) -> str | None:
 
 
 def check_tracker(value: str, values: Mapping[str, Any]) -> str | None:
-    """Check the ``tracker`` parameter: it must suit the ``tracker_config`` in place."""
-    problem = tracker_config_problem(value, values.get('tracker_config', ''))
-    if problem is None:
+    """Check the ``tracker`` parameter: it must suit the ``tracker_config`` in place.
+
+    A file no tracker can use is left to :func:`check_tracker_config`, so it is named once.
+    """
+    config = values.get('tracker_config', '')
+    problem = tracker_config_problem(value, config)
+    if problem is None or tracker_config_problem('none', config) is not None:
         return None
-    return (f'tracker={clip(value)!r} does not suit the tracker_config in use ({problem}): '
-            f"set tracker_config to a file for {clip(value)} or to '' first")
+    return (f'tracker={clip(value)!r} does not suit the tracker_config in use: {problem}; '
+            f"or set tracker_config to a file for {clip(value)} (or '') first")
 
 
 def check_tracker_config(value: str, values: Mapping[str, Any]) -> str | None:

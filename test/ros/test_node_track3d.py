@@ -465,6 +465,8 @@ def test_a_bad_tracker_config_is_refused_when_set_and_the_node_stays_up(
         assert c.change_state('deactivate') and c.change_state('cleanup')
         assert not c.change_state('configure', timeout=600)
         assert h.node.wait_for_output(f'parameter tracker_config: tracker_config {good}', 30.0)
+        line = [ln for ln in h.node.output().splitlines() if 'configure failed' in ln][-1]
+        assert line.count(str(good)) == 1, line  # named once, by the parameter it is
         assert h.node.alive()
     finally:
         h.close()

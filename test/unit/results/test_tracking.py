@@ -195,10 +195,14 @@ def test_the_tracker_parameters_are_checked_together(tmp_path):
     assert "unknown key 'gmc_method' for bytetrack" in refused
     refused = tracker.refusal('botsort', {'tracker_config': str(bytetrack)})
     assert refused.startswith("tracker='botsort' does not suit the tracker_config in use")
-    assert "set tracker_config to a file for botsort or to '' first" in refused
+    assert refused.endswith("; or set tracker_config to a file for botsort (or '') first")
     assert tracker.refusal('bytetrack', {'tracker_config': str(bytetrack)}) is None
     assert tracker.refusal('none', {'tracker_config': str(bytetrack)}) is None
     assert "tracker='kalman' is not one of" in tracker.refusal('kalman', {})
+    broken = tmp_path / 'broken.yaml'
+    broken.write_text('a: [1\n')  # no tracker can use it: tracker_config's rule names it
+    assert tracker.refusal('bytetrack', {'tracker_config': str(broken)}) is None
+    assert 'not valid YAML' in config.refusal(str(broken), {'tracker': 'bytetrack'})
     reid = tmp_path / 'reid.yaml'
     reid.write_text('with_reid: true\n')
     assert 'with_reid is not supported' in config.refusal(str(reid), {'tracker': 'none'})
