@@ -17,7 +17,7 @@ import numpy as np
 from ..limits import MAX_DETECTIONS
 from ..manifest import ManifestError, ModelManifest
 from ..param_spec import ParamSpec
-from ..tracking import TRACKERS
+from ..tracking import TRACKERS, check_tracker, check_tracker_config
 from .end2end import ROW_VALUES, decode_rows, is_end2end, row_extra
 from .nms import nms
 from .preprocess import LetterboxMeta, prepare, prepare_u8
@@ -71,11 +71,11 @@ class Detections:
 
 @dataclass(frozen=True)
 class DetectionParams:
-    """Post-processing thresholds (runtime-tunable), and the detection outputs' switches.
+    """Post-processing thresholds (runtime-tunable), and the tracker the detections go through.
 
-    Tracking, 3D and the annotated image are done by the model's ROS outputs; their switches
-    ride on the task's parameters as depth's ``publish_camera_info`` does (see
-    :data:`OUTPUT_PARAMS`).
+    Tracking is done by the model's ROS outputs with the ROS-free :mod:`..tracking`; its
+    parameters are the task's (:data:`TRACKER_PARAMS`). The outputs' own switches (3D, the
+    annotated image) are declared by the outputs (``ros/outputs/detection_switches.py``).
     """
 
     confidence: float = 0.25
@@ -83,10 +83,6 @@ class DetectionParams:
     max_detections: int = 300
     tracker: str = 'none'
     tracker_config: str = ''
-    depth_source: str = ''
-    depth_topic: str = 'depth_registered/image_rect'
-    depth_slop: float = 0.05
-    publish_annotated: bool = False
 
 
 def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
@@ -156,34 +152,20 @@ def decode_instances(output: np.ndarray, params: DetectionParams, classes: int, 
     return dets, output[0][4 + classes:, anchors].T
 
 
-#: Switches of a detection model's ROS outputs (tracking, 3D boxes, the annotated image);
-#: :class:`DetectionParams` has a field of the same name for each.
-OUTPUT_PARAMS: tuple[ParamSpec, ...] = (
+#: The tracker parameters (done by a detection model's ROS outputs, on every task that
+#: detects); :class:`DetectionParams` has a field of the same name for each.
+TRACKER_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('tracker', 'none',
               "Track the detections across frames: Detection2D.id becomes a stable track id "
               "(Ultralytics' ByteTrack or BoT-SORT); detections a tracker has not confirmed "
               'are left out of tracked frames. none: ids are the indices. Restarts when the '
               "image's frame_id changes or its stamp jumps back.",
-              choices=TRACKERS, applies='live'),
+              choices=TRACKERS, applies='live', check=check_tracker),
     ParamSpec('tracker_config', '',
               "A tracker YAML (as Ultralytics' cfg/trackers/bytetrack.yaml) whose settings "
-              'replace the tracker\'s defaults (empty: the defaults).', applies='live'),
-    ParamSpec('depth_source', '',
-              'Publish detections_3d (vision_msgs/Detection3DArray) from depth: topic (an '
-              'aligned depth image on depth_topic) or model:<name> (a metric depth model of '
-              'this node, on the same frame); both need camera_info. Empty: no 3D.',
-              applies='activate'),
-    ParamSpec('depth_topic', 'depth_registered/image_rect',
-              'Depth image aligned with the colour image (32FC1 metres or 16UC1 millimetres, '
-              'NaN/0 = no return) for depth_source topic. With image_topics a relative name, '
-              "read beside each camera's image topic.", applies='activate'),
-    ParamSpec('depth_slop', 0.05,
-              'Seconds a depth image\'s stamp may differ from the colour image\'s to pair.',
-              float_range=(0.0, 10.0), applies='live'),
-    ParamSpec('publish_annotated', False,
-              'Publish annotated (bgr8): the image with boxes, labels, scores, track ids, '
-              'masks and skeletons drawn, built only while someone subscribes.',
-              applies='activate'),
+              "replace the tracker's defaults (empty: the defaults); checked when set: a "
+              'regular file of known keys and value types for the tracker.',
+              applies='live', check=check_tracker_config),
 )
 
 
@@ -201,7 +183,7 @@ class DetectionTask:
                   applies='live'),
         ParamSpec('max_detections', 300, 'Most detections published per image.',
                   int_range=(1, MAX_DETECTIONS), applies='live'),
-    ) + OUTPUT_PARAMS
+    ) + TRACKER_PARAMS
 
     @classmethod
     def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -244,7 +226,7 @@ class DetectionTask:
         return DetectionParams(
             float(value['confidence_threshold']), float(value['iou_threshold']),
             int(value['max_detections']),
-            **{spec.name: value[spec.name] for spec in OUTPUT_PARAMS})
+            **{spec.name: value[spec.name] for spec in TRACKER_PARAMS})
 
     def preprocess(self, image: np.ndarray, encoding: str,
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, LetterboxMeta]:
