@@ -125,8 +125,11 @@ class ArtifactChain:
         return OnnxModel(entry.file(U8_ONNX_FILE), entry.read_verified(U8_ONNX_FILE), hit)
 
     def _onnx_u8_twins(self, manifest: ModelManifest, artifact: OnnxArtifact) -> OnnxArtifact:
-        """Return ``artifact`` with the u8-input twins of its graphs, or as it is if the model
-        cannot be wrapped (the log says why; it runs on the host's float tensor)."""
+        """Return ``artifact`` with the u8-input twins of its graphs.
+
+        A model that cannot be wrapped is returned as it is (the log says why): it runs on the
+        host's float tensor.
+        """
         source = artifact.model
         try:
             import onnx

@@ -169,7 +169,7 @@ class Runner(ABC):
         return None
 
     def blank_input(self, height: int, width: int) -> np.ndarray:
-        """The warm-up's blank frame (1, 3, height, width) in the form ``infer`` runs best."""
+        """Return the warm-up's blank (1, 3, height, width) frame in the form ``infer`` takes."""
         return np.zeros((1, 3, height, width), dtype=np.float32)
 
     def batch_limit(self, free_batch_axis: bool) -> int:

@@ -195,7 +195,7 @@ def takes_u8_graph(provider: str) -> bool:
 
 def _first_provider(name: str, precision: str, device: str,
                     wanted: Callable[[str], bool]) -> str:
-    """The first candidate whose precision and device checks pass and that is ``wanted``."""
+    """Return the first candidate whose precision and device checks pass and is ``wanted``."""
     import onnxruntime as ort
 
     try:

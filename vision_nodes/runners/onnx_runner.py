@@ -152,7 +152,7 @@ class OnnxRunner(Runner):
         return self._model_sha256
 
     def _nchw(self, shape: list[Any]) -> list[Any]:
-        """The input's dimensions in NCHW order (the u8 graph's are NHWC)."""
+        """Return the input's dimensions in NCHW order (the u8 graph's are NHWC)."""
         return [shape[i] for i in (0, 3, 1, 2)] if self._u8_session and len(shape) == 4 \
             else list(shape)
 
@@ -163,7 +163,7 @@ class OnnxRunner(Runner):
                      for d in self._nchw(self._session.get_inputs()[0].shape))
 
     def blank_input(self, height: int, width: int) -> np.ndarray:
-        """The warm-up's blank frame: the u8 image when the session takes it."""
+        """Return the warm-up's blank frame: the u8 image when the session takes it."""
         if self._u8_session:
             return np.zeros((1, height, width, 3), np.uint8)
         return super().blank_input(height, width)
@@ -284,7 +284,7 @@ class OnnxRunner(Runner):
         return self._session.run(None, {self._input_name: tensor})
 
     def _float(self) -> Any:
-        """The float graph's session on the u8 session's provider (made when first needed)."""
+        """Return the float graph's session on the u8 session's provider (made when needed)."""
         if self._float_session is None:
             import onnxruntime as ort
 

@@ -1,4 +1,4 @@
-"""The ONNX graph that takes the u8 image (artifacts/onnx_u8_input.py) against the host's float path.
+"""The ONNX graph taking the u8 image (artifacts/onnx_u8_input.py) against the host float path.
 
 The embedded pre-processing is checked on its own (wrapped around an Identity network, so the
 graph's output *is* the network input) for bit-equality with ``tasks.preprocess.prepare``, and
