@@ -1,7 +1,10 @@
 """The detection task: YOLO-style raw output → boxes, scores and class ids in source pixels.
 
-Decoding is vectorised NumPy; classes are separated for NMS by offsetting their boxes, and
-NMS itself (exact greedy, see :mod:`.nms`) is batched over all classes at once.
+Two output layouts: YOLOv8-style anchors before NMS, decoded here (vectorised NumPy; classes
+are separated for NMS by offsetting their boxes, and NMS itself, exact greedy, see
+:mod:`.nms`, is batched over all classes at once), and the rows of an NMS-free end-to-end
+head (YOLO26), decoded by :mod:`.end2end` without NMS. Which one a model gives is settled
+from its output's shape at configure (:meth:`DetectionTask.check_model`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from ..limits import MAX_DETECTIONS
 from ..manifest import ManifestError, ModelManifest
 from ..param_spec import ParamSpec
 from ..tracking import TRACKERS, check_tracker, check_tracker_config
+from .end2end import ROW_VALUES, decode_rows, is_end2end, row_extra
 from .nms import nms
 from .preprocess import LetterboxMeta, prepare, prepare_u8
 
@@ -133,6 +137,21 @@ def decode_anchors(output: np.ndarray, params: DetectionParams, num_classes: int
     return Detections(boxes[keep], scores[keep], class_ids[keep]), anchors[keep]
 
 
+def decode_instances(output: np.ndarray, params: DetectionParams, classes: int, end2end: bool
+                     ) -> tuple[Detections, np.ndarray]:
+    """Return the detections of either layout and each one's extra values (N, extra).
+
+    The extra values (mask coefficients, keypoints) follow the ``4 + classes`` box and
+    class rows of a YOLOv8-style output, or the 6 leading values of an end-to-end row.
+    """
+    if end2end:
+        boxes, scores, class_ids, rows = decode_rows(output, params.confidence,
+                                                     params.max_detections)
+        return Detections(boxes, scores, class_ids), output[0][rows, ROW_VALUES:]
+    dets, anchors = decode_anchors(output, params, classes)
+    return dets, output[0][4 + classes:, anchors].T
+
+
 #: The tracker parameters (done by a detection model's ROS outputs, on every task that
 #: detects); :class:`DetectionParams` has a field of the same name for each.
 TRACKER_PARAMS: tuple[ParamSpec, ...] = (
@@ -160,7 +179,8 @@ class DetectionTask:
                   float_range=(0.0, 1.0), applies='live'),
         ParamSpec('iou_threshold', 0.45,
                   'IoU above which non-maximum suppression drops the lower-scoring box of a '
-                  'class.', float_range=(0.0, 1.0), applies='live'),
+                  'class (NMS-free models, such as YOLO26, run none).', float_range=(0.0, 1.0),
+                  applies='live'),
         ParamSpec('max_detections', 300, 'Most detections published per image.',
                   int_range=(1, MAX_DETECTIONS), applies='live'),
     ) + TRACKER_PARAMS
@@ -190,6 +210,15 @@ class DetectionTask:
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest
         self.u8_input = False
+        #: Whether the model's output is the NMS-free layout (:mod:`.end2end`); settled by
+        #: :meth:`check_model` (None: not yet, then by the first output decoded).
+        self.end2end: bool | None = None
+
+    def _settle_layout(self, end2end: bool) -> None:
+        """Remember the output layout; NMS-free rows are decoded on the host (no NMS there)."""
+        self.end2end = end2end
+        if end2end:
+            self.decodes_device_outputs = False  # type: ignore[misc]
 
     def make_params(self, values: Mapping[str, Any]) -> DetectionParams:
         """Thresholds from parameter values keyed by spec name (missing: the default)."""
@@ -218,20 +247,26 @@ class DetectionTask:
 
         ``output_shapes`` are the shapes of the warm-up run's outputs (None: not known), and
         ``output_names`` their names where the runtime names them (a detector reads its
-        first output, whatever its name). A
-        detector's first output is (1, 4 + classes, anchors) (YOLOv8-style, before NMS); when
-        class names are known there must be one per class. Raises ManifestError in one line.
+        first output, whatever its name). A detector's first output is (1, 4 + classes,
+        anchors) (YOLOv8-style, before NMS), when class names are known one per class, or
+        (1, rows, 6) (an NMS-free end-to-end head: YOLO26). Raises ManifestError in one line.
         """
         if output_shapes is None:
             return
         where = f"model '{self.manifest.name}'"
         first = tuple(output_shapes[0]) if output_shapes else ()
-        if len(first) != 3 or first[0] != 1 or first[1] < 5 or first[2] < 1:
+        if is_end2end(first, 0):
+            self._settle_layout(True)
+            return
+        if len(first) != 3 or first[0] != 1 or first[1] < 5 or first[2] < 1 or \
+                row_extra(first) is not None:
             shown = 'x'.join(map(str, first)) or 'nothing'
             raise ManifestError(
-                f'{where}: the model outputs {shown}, not a detector output (1, 4 + classes, '
-                'anchors) as YOLOv8-style models give before NMS: use `task: detect` only '
-                'for such models (exported without NMS)')
+                f'{where}: the model outputs {shown}, not a detector output: (1, 4 + classes, '
+                'anchors) as YOLOv8-style models give before NMS, or (1, rows, 6) as NMS-free '
+                'YOLO26 heads give: use `task: detect` only for such models (exported without '
+                'NMS plugins)')
+        self._settle_layout(False)
         classes = first[1] - 4
         if labels and len(labels) != classes:
             origin = ('the manifest lists' if self.manifest.labels
@@ -244,7 +279,12 @@ class DetectionTask:
     def postprocess(self, outputs: list[np.ndarray], meta: LetterboxMeta,
                     params: DetectionParams) -> Detections:
         """Decode raw network outputs into detections in source-image pixels."""
-        dets = decode(outputs[0], params)
+        if self.end2end is None:
+            self.check_model([tuple(outputs[0].shape)], [])
+        if self.end2end:
+            dets = decode_instances(outputs[0], params, 0, True)[0]
+        else:
+            dets = decode(outputs[0], params)
         meta.to_source(dets.boxes)
         return dets
 
@@ -254,10 +294,12 @@ class DetectionTask:
 
         Only for outputs that stay on a device and decode a batch there in one go
         (``runners/torch_device.py``: one filter, one copy back, each frame's NMS as alone),
-        and only for this task's own ``postprocess`` (segment and pose read more than boxes).
+        and only for this task's own ``postprocess`` (segment and pose read more than boxes)
+        on the YOLOv8 layout (NMS-free rows are decoded on the host).
         """
         on_device = getattr(outputs[0], 'decode_detections_batch', None)
-        if on_device is None or type(self).postprocess is not DetectionTask.postprocess:
+        if on_device is None or self.end2end is not False \
+                or type(self).postprocess is not DetectionTask.postprocess:
             return None
         found = on_device(params.confidence, params.iou, params.max_detections,
                           MAX_NMS_CANDIDATES, _CLASS_OFFSET)
