@@ -437,3 +437,19 @@ def test_gpu_providers_get_the_u8_graph_and_the_cpu_the_float_one(monkeypatch, c
         assert runner.describe()['input'] == 'float32 NCHW'
     finally:
         runner.unload()
+
+
+def test_cuda_at_fp16_gets_the_u8_twin_of_the_fp16_graph(monkeypatch, config):
+    """fp16 on CUDA runs the converted graph: its own u8 twin (float32 until the cast inside)."""
+    calls = _fake_providers(monkeypatch, [CUDA, CPU], {CUDA: 'proxy'})
+    runner = create_runner(replace(config, execution_provider='cuda', precision='fp16'),
+                           u8_input=True)
+    try:
+        artifact = runner.config.artifact
+        assert artifact.fp16 is not None and artifact.fp16_u8 is not None
+        assert runner.supports_u8_input and calls[-1][1] == artifact.fp16_u8.data
+        assert artifact.fp16_u8.data != artifact.u8.data
+        out = runner.infer(np.zeros((1, 640, 640, 3), np.uint8))[0]
+        assert out.shape == (1, 84, 8400) and out.dtype == np.float32
+    finally:
+        runner.unload()
