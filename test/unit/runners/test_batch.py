@@ -21,6 +21,7 @@ from vision_nodes.artifacts.onnx_export import onnx_cache_fields  # noqa: E402
 from vision_nodes.artifacts.types import model_profile  # noqa: E402
 from vision_nodes.manifest import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
+from vision_nodes.runners.onnx_runner import OnnxRunner  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 
 PARAMS = DetectionParams(0.25, 0.45, 300)
@@ -75,6 +76,16 @@ def test_batches_are_cut_at_max_batch(batched, frames):
     finally:
         batched.runner.infer = infer
     assert calls == [3, 2] and len(results) == 5
+
+
+def test_onnx_cpu_sessions_plan_no_memory_pattern(batched):
+    """ONNX Runtime on the CPU allocates per tensor: a planned block per input shape is no
+    faster there, and a batch of several frames would keep it (about 70 MiB for four)."""
+    if not isinstance(batched.runner, OnnxRunner):
+        pytest.skip('ONNX Runtime sessions only')
+    options = batched.runner._session.get_session_options()
+    assert options.enable_mem_pattern is False
+    assert options.enable_cpu_mem_arena is True
 
 
 def test_each_frames_pre_and_post_processing_run_on_the_frame_pool(batched, frames):
