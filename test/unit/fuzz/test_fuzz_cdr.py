@@ -276,3 +276,27 @@ def test_wrong_encapsulation_and_types_are_refused() -> None:
         assert text in check_message(info.value)
     with pytest.raises(CdrError, match='expected serialized bytes'):
         read_image(Image())
+
+
+def test_encoded_keypoints_equal_the_typed_message() -> None:
+    """Keypoints2DArray bytes (no object per keypoint) deserialise to the typed message."""
+    pytest.importorskip('vision_nodes_msgs.msg', reason='vision_nodes_msgs is not built')
+    from vision_nodes_msgs.msg import Keypoints2DArray
+
+    from vision_nodes.ros.outputs.pose_messages import keypoints_to_cdr, keypoints_to_msg
+    from vision_nodes.tasks.instances import PoseResult
+
+    rng = np.random.default_rng(25)
+    for _ in range(60 * SCALE):
+        count, points = int(rng.integers(0, 30)), int(rng.choice([0, 1, 5, 17]))
+        names = tuple(str(rng.choice(_TEXT)) for _ in range(points))
+        result = PoseResult(boxes=np.zeros((count, 4), np.float32),
+                            scores=np.zeros(count, np.float32),
+                            class_ids=np.zeros(count, np.int64),
+                            keypoints=(rng.random((count, points, 3)) * 2000 - 100)
+                            .astype(np.float32), names=names)
+        ids = [str(rng.choice(_TEXT)) if rng.random() < 0.3 else str(int(rng.integers(0, 10 ** 6)))
+               for _ in range(count)]
+        header = _random_header(rng)
+        got = deserialize_message(keypoints_to_cdr(result, header, ids), Keypoints2DArray)
+        assert got == keypoints_to_msg(result, header, ids)
