@@ -85,23 +85,25 @@ class ImageInput:
             event_callbacks=events, callback_group=self._group, raw=True)
         self.qos = qos
 
-    def _take(self, data: bytes) -> None:
-        """Read a frame's serialized bytes and hand the frame on, or refuse them (one line)."""
+    def _frame(self, data: bytes) -> Any:
+        """Return the frame read from its serialized bytes, or None once they are refused."""
         try:
-            msg = self._read(data)
+            return self._read(data)
         except CdrError as exc:
             self._on_error(f'skipping image: {exc}')
-            return
-        self._callback(msg)
+            return None
+
+    def _take(self, data: bytes) -> None:
+        """Hand the frame in ``data`` on (rclpy without message info)."""
+        msg = self._frame(data)
+        if msg is not None:
+            self._callback(msg)
 
     def _take_with_info(self, data: bytes, info: Any) -> None:
-        """:meth:`_take`, with the message info rclpy gives (sequence numbers, DDS times)."""
-        try:
-            msg = self._read(data)
-        except CdrError as exc:
-            self._on_error(f'skipping image: {exc}')
-            return
-        self._callback(msg, info)
+        """Hand the frame in ``data`` on with its message info (sequence numbers, DDS times)."""
+        msg = self._frame(data)
+        if msg is not None:
+            self._callback(msg, info)
 
     def unsubscribe(self) -> None:
         """Destroy the subscription (idempotent)."""
