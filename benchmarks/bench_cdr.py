@@ -10,8 +10,9 @@ default), the allocator tuned as in the node; each round runs every variant in t
             same view: what the node's image subscription does per frame, less the executor;
 * publish - ``Publisher.publish`` of the node's outputs (810x1080 ``32FC1`` depth,
             ``mono16`` instance mask, ``bgr8`` annotated image; a Keypoints2DArray of 1-100
-            people) built as a message against the bytes of :mod:`vision_nodes.ros.cdr` and
-            :mod:`vision_nodes.ros.outputs.keypoints_cdr`.
+            people; a Detection3DArray of 1-100 boxes) built as a message against the bytes
+            of :mod:`vision_nodes.ros.cdr`, :mod:`~vision_nodes.ros.outputs.keypoints_cdr` and
+            :mod:`~vision_nodes.ros.outputs.detection3d_cdr`.
 
 Medians over rounds and their ratio (bytes / message). Not a test: nothing is asserted.
 
@@ -140,6 +141,28 @@ def bench_publish(node, rounds: int) -> None:
         _publish_pair(node, Keypoints2DArray, f'keypoints {people} people',
                       lambda: keypoints_to_msg(result, header, ids),
                       lambda: keypoints_to_cdr(result, header, ids), rounds)
+    bench_publish_3d(node, rounds)
+
+
+def bench_publish_3d(node, rounds: int) -> None:
+    """Publish Detection3DArrays of 1-100 boxes as messages and as bytes."""
+    from std_msgs.msg import Header
+    from vision_msgs.msg import Detection3DArray
+
+    from vision_nodes.geometry3d import Boxes3D
+    from vision_nodes.ros.outputs.detection3d_messages import (detections_3d_to_cdr,
+                                                               detections_3d_to_msg)
+    from vision_nodes.tasks.detect import Detections
+
+    header = Header(frame_id='camera_optical_frame')
+    rng = np.random.default_rng(2)
+    for count in (1, 5, 20, 100):
+        dets = Detections(rng.random((count, 4)).astype(np.float32),
+                          rng.random(count).astype(np.float32), rng.integers(0, 80, count))
+        boxes = Boxes3D(np.arange(count), rng.random((count, 3)), rng.random((count, 3)))
+        _publish_pair(node, Detection3DArray, f'detections_3d {count} boxes',
+                      lambda: detections_3d_to_msg(dets, boxes, header),
+                      lambda: detections_3d_to_cdr(dets, boxes, header), rounds)
 
 
 def main(argv: list[str] | None = None) -> None:

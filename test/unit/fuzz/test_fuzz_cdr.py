@@ -300,3 +300,29 @@ def test_encoded_keypoints_equal_the_typed_message() -> None:
         header = _random_header(rng)
         got = deserialize_message(keypoints_to_cdr(result, header, ids), Keypoints2DArray)
         assert got == keypoints_to_msg(result, header, ids)
+
+
+def test_encoded_3d_detections_equal_the_typed_message() -> None:
+    """Detection3DArray bytes deserialise to the typed message: ids, classes, scores, boxes."""
+    from vision_msgs.msg import Detection3DArray
+
+    from vision_nodes.geometry3d import Boxes3D
+    from vision_nodes.ros.outputs.detection3d_messages import (detections_3d_to_cdr,
+                                                               detections_3d_to_msg)
+    from vision_nodes.tasks.detect import Detections
+
+    rng = np.random.default_rng(26)
+    for _ in range(60 * SCALE):
+        count = int(rng.integers(0, 40))
+        tracked = rng.random() < 0.5
+        dets = Detections(rng.random((count, 4)).astype(np.float32),
+                          rng.random(count).astype(np.float32),
+                          rng.integers(0, int(rng.choice([2, 80, 10 ** 6])), count),
+                          track_ids=rng.integers(1, 10 ** int(rng.integers(1, 10)), count)
+                          if tracked else None)
+        index = np.sort(rng.choice(count, int(rng.integers(0, count + 1)), replace=False))
+        boxes = Boxes3D(index.astype(np.int64), rng.normal(size=(len(index), 3)) * 10,
+                        rng.random((len(index), 3)) * 5)
+        header = _random_header(rng)
+        got = deserialize_message(detections_3d_to_cdr(dets, boxes, header), Detection3DArray)
+        assert got == detections_3d_to_msg(dets, boxes, header)

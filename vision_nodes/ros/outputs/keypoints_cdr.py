@@ -16,35 +16,13 @@ bytes of padding) starting 8-aligned.
 
 from __future__ import annotations
 
-import struct
 from typing import Sequence
 
 import numpy as np
 
-_CDR_LE = b'\x00\x01\x00\x00'
+from .cdr_writer import CdrWriter
+
 _RECORD = np.dtype([('x', '<f8'), ('y', '<f8'), ('score', '<f4'), ('pad', '<u4')])
-
-
-class _Writer:
-    """Little-endian CDR into a growing buffer, aligned from the end of the encapsulation."""
-
-    def __init__(self) -> None:
-        self.out = bytearray(_CDR_LE)
-
-    def align(self, size: int) -> None:
-        """Pad with zeros until the next field of ``size`` bytes is aligned."""
-        self.out += bytes(-(len(self.out) - len(_CDR_LE)) % size)
-
-    def uint32(self, value: int) -> None:
-        """Write a uint32."""
-        self.align(4)
-        self.out += struct.pack('<I', value)
-
-    def string(self, text: str) -> None:
-        """Write a string: its length counting the NUL, its UTF-8 bytes, the NUL."""
-        chars = text.encode('utf-8')
-        self.uint32(len(chars) + 1)
-        self.out += chars + b'\0'
 
 
 def encode_keypoints2d_array(sec: int, nanosec: int, frame_id: str, names: Sequence[str],
@@ -60,10 +38,8 @@ def encode_keypoints2d_array(sec: int, nanosec: int, frame_id: str, names: Seque
     records['score'] = points[:, :, 2]
     data = records.tobytes()
     size = _RECORD.itemsize * count
-    writer = _Writer()
-    writer.align(4)
-    writer.out += struct.pack('<iI', sec, nanosec)
-    writer.string(frame_id)
+    writer = CdrWriter()
+    writer.header(sec, nanosec, frame_id)
     writer.uint32(len(names))
     for name in names:
         writer.string(name)
@@ -72,6 +48,5 @@ def encode_keypoints2d_array(sec: int, nanosec: int, frame_id: str, names: Seque
         writer.string(pose_id)
         writer.uint32(count)
         if count:
-            writer.align(8)
-            writer.out += data[index * size:(index + 1) * size - 4]
-    return bytes(writer.out)
+            writer.float64s(data[index * size:(index + 1) * size - 4])
+    return writer.bytes()
