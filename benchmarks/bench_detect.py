@@ -38,7 +38,10 @@ frames. A ratio is computed per round (median over median, the two measured seco
 and reported as the median over rounds with a 95 % bootstrap interval over rounds; a target
 counts as met or missed only when the whole interval is on one side of it, otherwise the run
 could not tell at that machine's noise. Not a test: nothing is asserted, the numbers
-are for reading.
+are for reading. A configuration this machine cannot run (``openvino:fp16`` on a CPU without
+native bf16 or fp16, a backend without its runtime or device) is skipped with its reason in
+one line, also in the JSON (``"skipped"``), and the others are measured
+(``bench_configs.py``).
 
     scripts/dev demo   # once, to build the environment; then:
     .venv/bin/python benchmarks/bench_detect.py --dds-profile large-images
@@ -261,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                              'by this process and the node processes alike')
     args = parser.parse_args(argv)
     configs_wanted = [parse_config(spec) for spec in dict.fromkeys(args.backends)]
+    from bench_configs import cannot_run, runnable
     from bench_report import breakdown_lines, machine_facts, with_outside, write_json, write_plot
 
     bench_environment(args.dds_profile)
@@ -286,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     rect_file, square_file = _bench_manifests(args.model, calibration, work)
     manifests = {True: load_manifest(rect_file), False: load_manifest(square_file)}
     manifest = manifests[True]
+    configs_wanted, skipped = runnable(
+        configs_wanted, lambda cfg: cannot_run(manifests[cfg.rect], cfg.backend, cfg.precision,
+                                               calibration_dir=str(calibration)),
+        name=lambda cfg: cfg.spec)
+    if not configs_wanted:
+        print('no configuration can run on this machine', flush=True)
+        return 1
     params = DetectionParams(manifest.thresholds.confidence, manifest.thresholds.iou,
                              manifest.thresholds.max_detections)
     print(f'image {image_path.name} {bgr.shape[1]}x{bgr.shape[0]}, model {manifest.name} '
@@ -521,7 +532,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in breakdown_lines(report):
         print('  ' + line)
     if args.json:
-        write_json(args.json, machine_facts(), report, med.get(ULTRA_PT), ratios)
+        write_json(args.json, machine_facts(), report, med.get(ULTRA_PT), ratios, skipped)
         print(f'\nwrote {args.json}')
     if args.plot:
         write_plot(args.plot, report, med.get(ULTRA_PT),

@@ -24,7 +24,9 @@ the node does) against one letterboxed square batch of two.
 Targets (issue 18): 4 cameras, memory of the batched node <= 0.4x the single nodes', aggregate
 throughput >= 1.0x at no worse p95. Results go to ``--json`` and ``--plot`` (PNG, needs
 matplotlib). Not a test: nothing is asserted. The publishers, DDS and every node share this
-machine's cores, so the numbers hold for this machine's load only.
+machine's cores, so the numbers hold for this machine's load only. A ``--backend`` /
+``--precision`` this machine cannot run is said in one line (and in the JSON's ``"skipped"``)
+instead of measured (``bench_configs.py``).
 
     .venv/bin/python benchmarks/bench_multicam.py --cameras 1 2 4 --rate 30 --json mc.json
 """
@@ -45,6 +47,7 @@ import cv2
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_configs import cannot_run, runnable  # noqa: E402
 from bench_detect import _message_arrays, bench_environment, same_objects  # noqa: E402
 
 
@@ -279,6 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     from vision_nodes.tools.client import VisionNodeClient
     from vision_nodes.tools.demo import bundled_images
 
+    config = {'backend': args.backend, 'precision': args.precision, 'model': args.model}
+    _, skipped = runnable([f'{args.backend}:{args.precision}'], lambda _: cannot_run(
+        resolve_manifest(args.model), args.backend, args.precision))
+    if skipped:
+        if args.json:
+            args.json.write_text(json.dumps({**config, 'skipped': skipped}, indent=2))
+        return 1
     paths = {p.stem: p for p in bundled_images()}
     images = {name: cv2.imread(str(paths[name])) for name in ('bus', 'zidane')}
     width, height = (int(v) for v in args.size.split('x'))
@@ -288,8 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         build_pipeline(resolve_manifest(args.model), args.backend, precision=args.precision,
                        max_batch=batch).close()
     results: dict[str, Any] = {
-        'backend': args.backend, 'precision': args.precision, 'model': args.model,
-        'rate': args.rate, 'size': args.size, 'seconds': args.seconds,
+        **config, 'skipped': {}, 'rate': args.rate, 'size': args.size, 'seconds': args.seconds,
         'batch_window_ms': args.batch_window, 'max_batch': args.max_batch,
         'cpus': os.cpu_count(), 'runs': {}}
     print(f'{args.model} on {args.backend} ({args.precision}), {args.size} frames at '

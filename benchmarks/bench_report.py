@@ -4,7 +4,8 @@ Read by ``bench_detect.py``. The JSON has one shape for every reader::
 
     {"machine": {...}, "configs": {"<name>": {"bare_ms": m, "pipeline_ms": m, "node_ms": m,
      "stages_ms": {...}, "backend": "...", "precision": "..."}}, "ultralytics_pt_ms": m,
-     "ratios": {"<label>": {"median": r, "low": a, "high": b}}}
+     "ratios": {"<label>": {"median": r, "low": a, "high": b}},
+     "skipped": {"<name>": "why this machine cannot run it"}}
 
 ``stages_ms`` holds the node's own stage medians (its diagnostics values, see
 ``vision_nodes/stage_times.py``) and ``outside``: the node path's median less their sum, the
@@ -61,11 +62,13 @@ def machine_facts() -> dict[str, Any]:
 
 
 def write_json(path: Path, machine: Mapping[str, Any], configs: Mapping[str, Any],
-               ultralytics_pt_ms: float | None, ratios: Mapping[str, Any]) -> None:
+               ultralytics_pt_ms: float | None, ratios: Mapping[str, Any],
+               skipped: Mapping[str, str] | None = None) -> None:
     """Write the report in the shape above."""
     Path(path).write_text(json.dumps({
         'machine': dict(machine), 'configs': dict(configs),
-        'ultralytics_pt_ms': ultralytics_pt_ms, 'ratios': dict(ratios)}, indent=2) + '\n')
+        'ultralytics_pt_ms': ultralytics_pt_ms, 'ratios': dict(ratios),
+        'skipped': dict(skipped or {})}, indent=2) + '\n')
 
 
 def write_plot(path: Path, configs: Mapping[str, Mapping[str, Any]],

@@ -13,7 +13,9 @@ Ultralytics' own device and thread choice (masks at network resolution, as it re
 Measured in interleaved rounds, shuffled each round, as ``bench_detect.py`` does; a ratio is
 the median over rounds of the per-round ratio of medians, with a 95 % bootstrap interval; the
 target (node path at most a third of predict, i.e. >= 3x faster) counts as met or missed only
-when the whole interval is on one side. Not a test: nothing is asserted.
+when the whole interval is on one side. Not a test: nothing is asserted. A task whose model
+this machine cannot run on ``--backend`` at ``--precision`` is skipped with its reason in one
+line, and the others are measured (``bench_configs.py``).
 
     .venv/bin/python benchmarks/bench_segpose.py
     .venv/bin/python benchmarks/bench_segpose.py --tasks pose --backend openvino --rounds 20
@@ -30,6 +32,7 @@ from pathlib import Path
 
 import cv2
 
+from bench_configs import cannot_run, runnable
 from bench_detect import bench_environment, paired_ratio, verdict
 
 #: task → (manifest, the topic published last for a frame, its message type's module, name).
@@ -78,15 +81,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f'image {image_path.name} {bgr.shape[1]}x{bgr.shape[0]}; backend {args.backend}, '
           f'precision {args.precision}; {args.rounds} rounds x {args.frames} frames', flush=True)
 
+    calibration = str(args.calibration_dir.resolve()) if args.calibration_dir else ''
+    tasks, _ = runnable(args.tasks, lambda task: cannot_run(
+        resolve_manifest(TASKS[task][0]), args.backend, args.precision,
+        calibration_dir=calibration), name=lambda task: f'{task} ({TASKS[task][0]})')
+    if not tasks:
+        print('no task can run on this machine with this backend and precision', flush=True)
+        return 1
     nodes, clients, pubs, queues, predict = {}, {}, {}, {}, {}
     YOLO = import_ultralytics().YOLO
-    for task in args.tasks:
+    for task in tasks:
         manifest_name, topic, module, type_name = TASKS[task]
         manifest = resolve_manifest(manifest_name)
         name = f'bench_{task}'
         params = {'model': manifest_name, 'backend': args.backend, 'precision': args.precision}
-        if args.calibration_dir:
-            params['calibration_dir'] = str(args.calibration_dir.resolve())
+        if calibration:
+            params['calibration_dir'] = calibration
         nodes[task] = NodeProcess(params, node_name=name, namespace=f'/{name}')
         client = clients[task] = VisionNodeClient(f'/{name}/{name}', f'{name}_client')
         client.wait_for_node(60)
@@ -116,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return (got[0].received_ns - start) / 1e9
 
     labels = {}
-    for task in args.tasks:
+    for task in tasks:
         labels[f'{task}: node path'] = task
         labels[f'{task}: ultralytics .pt predict'] = predict[task]
     by_round = {label: [[] for _ in range(args.rounds)] for label in labels}
@@ -137,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                     by_round[label][round_index - 1].append(elapsed)
 
     chosen = {}
-    for task in args.tasks:
+    for task in tasks:
         clients[task].change_state('deactivate')
         clients[task].close()
         nodes[task].stop()
@@ -154,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in lines:
             print(f'  {task}: {line}')
     print(f'\nratios (paired by round: median of {args.rounds} rounds [95 % interval]):')
-    for task in args.tasks:
+    for task in tasks:
         ratio = paired_ratio(by_round[f'{task}: node path'],
                              by_round[f'{task}: ultralytics .pt predict'])
         print(f'  {task} node path / ultralytics .pt predict = {ratio}   '

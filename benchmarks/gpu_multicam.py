@@ -23,7 +23,7 @@ first bundled image, flipped left-right for odd ``i`` (same shape, other detecti
     python benchmarks/gpu_multicam.py --cameras 4 --precision fp16 --seconds 20
 
 Exits 1 when a batched frame's detections differ from its single process's, 0 otherwise
-(also when there is no CUDA device: it says so).
+(also when there is no CUDA device, or the backend cannot run here: it says why).
 """
 
 from __future__ import annotations
@@ -194,8 +194,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                               'precision': args.precision, 'seconds': args.seconds,
                               'runs': {}}
     no_gpu = cuda.gpu_unavailable_reason(index) if args.backend == 'cuda' else None
+    if args.backend != 'cuda' and not no_gpu:
+        from bench_configs import cannot_run
+        from vision_nodes.manifest import resolve_manifest, use_default_model_dir
+
+        use_default_model_dir()
+        no_gpu = cannot_run(resolve_manifest(args.model), args.backend, args.precision)
     if no_gpu:
-        print(f'no CUDA device: {no_gpu}; nothing measured')
+        print(f"{'no CUDA device' if args.backend == 'cuda' else 'cannot run'}: {no_gpu}; "
+              'nothing measured')
         report['reason'] = no_gpu
         _write_json(args.json, report)
         return 0

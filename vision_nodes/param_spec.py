@@ -7,8 +7,13 @@ them; :mod:`vision_nodes.ros.params` turns a spec into an rcl ``ParameterDescrip
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+#: A rule beyond type and range: ``check(value, values)`` returns why ``value`` is refused
+#: (one line naming the parameter, the value and the fix) or None; ``values`` are the model's
+#: parameter values by spec name as they would be after the change (a rule may relate two).
+Check = Callable[[Any, Mapping[str, Any]], 'str | None']
 
 #: When a changed value takes effect on a running node.
 #: 'reload': refused while configured or active; used at the next configure.
@@ -30,6 +35,8 @@ class ParamSpec:
     applies: str = 'reload'
     #: Longest accepted string (and longest list, for string arrays).
     max_length: int = 4096
+    #: A further rule (see :data:`Check`), run by :meth:`refusal` after :meth:`validate`.
+    check: Check | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.applies not in APPLIES:
@@ -79,3 +86,11 @@ class ParamSpec:
         if self.int_range and not self.int_range[0] <= value <= self.int_range[1]:
             return f'{self.name}={value} is outside [{self.int_range[0]}, {self.int_range[1]}]'
         return None
+
+    def refusal(self, value: Any, values: Mapping[str, Any]) -> str | None:
+        """Return why ``value`` is refused given the other ``values`` (None: accepted).
+
+        :meth:`validate`'s type and range rules first, then :attr:`check`; the parameter
+        policy calls it for every set and every start-up value, and again at configure.
+        """
+        return self.validate(value) or (self.check(value, values) if self.check else None)

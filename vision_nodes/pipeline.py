@@ -108,15 +108,25 @@ class LoadedModel:
         if len(frames) == 1:
             return [self.process(frames[0][0], frames[0][1], params)]
         shape = self._prepare(frames[0][0])
-        # Each frame's pre- and post-processing side by side (parallel.py: they release the
-        # GIL); the network runs once on the batch.
+        # Each frame's pre-processing, and its copy into the runner's input, side by side
+        # (parallel.py: they release the GIL); the network runs once on the batch; its
+        # outputs are decoded together where the task can, else frame by frame side by side.
         prepared = map_frames(lambda frame: self.task.preprocess(frame[0], frame[1], shape),
                               frames)
-        outputs = self.runner.infer(np.concatenate([tensor for tensor, _ in prepared]))
+        first = prepared[0][0]
+        batch = self.runner.input_buffer((len(prepared),) + first.shape[1:], first.dtype)
+        map_frames(lambda item: np.copyto(batch[item[0]:item[0] + 1], item[1][0]),
+                   enumerate(prepared))
+        outputs = self.runner.infer(batch)
+        metas = [meta for _, meta in prepared]
+        together = getattr(self.task, 'postprocess_batch', None)
+        done = together(outputs, metas, params) if together is not None else None
+        if done is not None:
+            return done
         return map_frames(
             lambda item: self.task.postprocess([out[item[0]:item[0] + 1] for out in outputs],
-                                               item[1][1], params),
-            enumerate(prepared))
+                                               item[1], params),
+            enumerate(metas))
 
     def close(self) -> None:
         """Unload the runner and free its memory."""

@@ -14,10 +14,11 @@ owner calls :meth:`Tracking.reset` (the node does at deactivate and cleanup).
 
 from __future__ import annotations
 
+import importlib.util
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -34,10 +35,15 @@ class TrackerConfigError(ValueError):
 
 
 def _packaged_config(kind: str) -> dict[str, Any]:
-    """Ultralytics' own YAML for ``kind`` (the defaults a ``tracker_config`` overrides)."""
-    from .loaders.ultralytics import import_ultralytics
+    """Ultralytics' own YAML for ``kind`` (the defaults a ``tracker_config`` overrides).
 
-    folder = Path(import_ultralytics().__file__).parent / 'cfg' / 'trackers'
+    Found without importing ultralytics (a parameter check must stay quick).
+    """
+    spec = importlib.util.find_spec('ultralytics')
+    if spec is None or not spec.submodule_search_locations:
+        raise TrackerConfigError('tracking needs the ultralytics package, which is not '
+                                 'installed (requirements/)')
+    folder = Path(next(iter(spec.submodule_search_locations))) / 'cfg' / 'trackers'
     return _read_yaml(folder / f'{kind}.yaml', TrackerConfigError)
 
 
@@ -68,22 +74,22 @@ def _same_kind(default: Any, value: Any) -> bool:
     return isinstance(value, type(default))
 
 
-def tracker_settings(kind: str, config: str = '') -> dict[str, Any]:
-    """Return the settings of tracker ``kind``: Ultralytics' defaults, ``config``'s on top.
+def _read_config(config: str) -> dict[str, Any]:
+    """Read a ``tracker_config`` file; refuse a ``tracker_type`` that names no tracker."""
+    data = _read_yaml(Path(config), TrackerConfigError)
+    named = data.get('tracker_type')
+    if 'tracker_type' in data and named not in TRACKERS[1:]:
+        raise TrackerConfigError(
+            f"{clip(config)}: tracker_type {clip(repr(named), 60)} is not one of "
+            f"{', '.join(TRACKERS[1:])}: set it to one of them or remove it")
+    return data
 
-    ``config`` (a YAML file, read bounded through :mod:`.files`) may set any of the defaults'
-    keys with a value of the same type; another key, a ``tracker_type`` naming another tracker,
-    or ReID (which needs appearance features this node does not compute) is refused in one
-    line naming the file and the fix.
-    """
-    if kind not in TRACKERS[1:]:
-        raise TrackerConfigError(f"tracker {clip(kind)!r} is not one of "
-                                 f"{', '.join(TRACKERS[1:])}")
+
+def _apply(kind: str, config: str, data: dict[str, Any]) -> dict[str, Any]:
+    """Return ``kind``'s defaults with ``data`` (read from ``config``) on top, or refuse."""
     settings = _packaged_config(kind)
-    if not config:
-        return settings
     where = clip(config)
-    for key, value in _read_yaml(Path(config), TrackerConfigError).items():
+    for key, value in data.items():
         if key not in settings:
             raise TrackerConfigError(
                 f'{where}: tracker configuration: unknown key {clip(key)!r} for {kind} '
@@ -101,6 +107,68 @@ def tracker_settings(kind: str, config: str = '') -> dict[str, Any]:
         raise TrackerConfigError(f'{where}: with_reid is not supported here (it needs '
                                  'appearance features): set with_reid: false')
     return settings
+
+
+def tracker_settings(kind: str, config: str = '') -> dict[str, Any]:
+    """Return the settings of tracker ``kind``: Ultralytics' defaults, ``config``'s on top.
+
+    ``config`` (a YAML file, read bounded through :mod:`.files`) may set any of the defaults'
+    keys with a value of the same type; another key, a ``tracker_type`` naming another tracker,
+    or ReID (which needs appearance features this node does not compute) is refused in one
+    line naming the file and the fix.
+    """
+    if kind not in TRACKERS[1:]:
+        raise TrackerConfigError(f"tracker {clip(kind)!r} is not one of "
+                                 f"{', '.join(TRACKERS[1:])}")
+    if not config:
+        return _packaged_config(kind)
+    return _apply(kind, config, _read_config(config))
+
+
+def tracker_config_problem(tracker: str, config: str) -> str | None:
+    """Why ``config`` cannot set up ``tracker`` (None: it can), in one line naming the fix.
+
+    The rules of :func:`tracker_settings`; with ``tracker`` 'none' the file must suit the
+    tracker its ``tracker_type`` names, or one of them when it names none, so that turning
+    tracking on later finds it usable. An empty ``config`` always can (the defaults).
+    """
+    if not config:
+        return None
+    try:
+        data = _read_config(config)
+        named = data.get('tracker_type')
+        kinds = [tracker] if tracker in TRACKERS[1:] else [named] if named else TRACKERS[1:]
+        # The reason shown is that of a tracker that knows every key, if one does.
+        kinds = sorted(kinds, key=lambda kind: not set(data) <= set(_packaged_config(kind)))
+        problems = []
+        for kind in kinds:
+            try:
+                _apply(kind, config, data)
+                return None
+            except TrackerConfigError as exc:
+                problems.append(str(exc))
+        return problems[0]
+    except TrackerConfigError as exc:
+        return str(exc)
+
+
+def check_tracker(value: str, values: Mapping[str, Any]) -> str | None:
+    """Check the ``tracker`` parameter: it must suit the ``tracker_config`` in place.
+
+    A file no tracker can use is left to :func:`check_tracker_config`, so it is named once.
+    """
+    config = values.get('tracker_config', '')
+    problem = tracker_config_problem(value, config)
+    if problem is None or tracker_config_problem('none', config) is not None:
+        return None
+    return (f'tracker={clip(value)!r} does not suit the tracker_config in use: {problem}; '
+            f"or set tracker_config to a file for {clip(value)} (or '') first")
+
+
+def check_tracker_config(value: str, values: Mapping[str, Any]) -> str | None:
+    """Check the ``tracker_config`` parameter: a usable file for the ``tracker`` set."""
+    problem = tracker_config_problem(values.get('tracker', 'none'), value)
+    return None if problem is None else f'tracker_config {problem}'
 
 
 class _Boxes:

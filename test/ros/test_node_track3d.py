@@ -6,7 +6,8 @@
   switches live with a parameter set;
 * 3D from a depth topic: a synthetic aligned depth image (a plane at a known distance, with
   holes) and a known K give centres and sizes within 5 cm of the analytic values, with the
-  image's frame_id; 16UC1 and 32FC1; without K the node says why once;
+  image's frame_id; 16UC1 and 32FC1; ``depth_slop`` changes live; without K the node says
+  why once;
 * 3D from a depth model of the node (``model:<name>``, random-weights Depth Anything): a
   Detection3DArray from one RGB stream;
 * ``annotated``: a bgr8 picture with the image's header.
@@ -14,6 +15,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -222,6 +224,12 @@ def test_3d_from_an_aligned_depth_topic(model_dir, engine_cache_dir, bus_bgr, en
         depths.publish(stale)
         assert _exchange(images, dets, msg) is not None
         assert dets3.get(2.0, lambda m: m.header.stamp == msg.header.stamp) is None
+        # depth_slop is live: while active, a wider slop pairs a depth image 3 s off.
+        assert all(r.successful for r in c.set_parameters(depth_slop=5.0))
+        msg = _image(bus_bgr, 16)
+        far = _depth_msg(depth, _image(bus_bgr, 13).header, encoding)
+        got3 = _exchange(images, dets3, msg, [(infos, info), (depths, far)])
+        assert got3 is not None and len(got3.detections) >= 3
     finally:
         h.close()
 
@@ -248,15 +256,24 @@ def test_3d_without_intrinsics_says_why_once(model_dir, engine_cache_dir, bus_bg
         h.close()
 
 
-def test_a_bad_depth_source_fails_activate_in_one_line(model_dir, engine_cache_dir):
+def test_a_bad_depth_source_fails_activate_in_one_line(model_dir, engine_cache_dir, bus_bgr):
+    """The outputs' switches that apply at activate: a bad depth_source fails it, and
+    publish_annotated set while inactive is taken there (refused while active)."""
     h = Harness(_params(engine_cache_dir, depth_source='model:nothing'), 'vn_3d_bad')
     try:
         c = h.client
         assert c.change_state('configure', timeout=600)
         assert not c.change_state('activate')
         assert h.node.wait_for_output("this node runs no model named 'nothing'", 30.0)
-        assert all(r.successful for r in c.set_parameters(depth_source=''))
+        assert all(r.successful for r in c.set_parameters(depth_source='',
+                                                          publish_annotated=True))
         assert c.change_state('activate')
+        refused = c.set_parameters(publish_annotated=False)[0]
+        assert not refused.successful and 'applies when the node activates' in refused.reason
+        annotated = c.subscribe(Image, '/annotated', 5)
+        images = c.publisher(Image, '/image', 10)
+        pic = _exchange(images, annotated, _image(bus_bgr, 5))
+        assert pic is not None and pic.encoding == 'bgr8'
     finally:
         h.close()
 
@@ -376,30 +393,80 @@ def test_segment_tracked_masks_feed_3d_and_keypoint_ids_follow_tracks(
         h.close()
 
 
-def test_a_bad_tracker_config_turns_tracking_off_in_one_line(model_dir, engine_cache_dir,
-                                                             bus_bgr, tmp_path):
-    """The node stays up and publishes index ids; the log and the diagnostics say why."""
+def test_a_bad_tracker_config_is_refused_when_set_and_the_node_stays_up(
+        model_dir, engine_cache_dir, bus_bgr, tmp_path):
+    """A tracker_config (or tracker) that cannot be used is refused when it is given, in the
+    parameters file at start-up or by a set, in one line naming the parameter, the file and
+    the rule; the value stays the old one and the node keeps answering. A file that turns
+    bad after it was taken stops the next configure, and tracking at activate says why."""
     from diagnostic_msgs.msg import DiagnosticArray
 
-    bad = tmp_path / 'tracker.yaml'
-    bad.write_text('track_bufer: 5\n')
-    h = Harness(_params(engine_cache_dir, tracker='bytetrack'), 'vn_track_bad')
+    missing = tmp_path / 'missing.yaml'
+    good = tmp_path / 'good.yaml'
+    good.write_text('tracker_type: bytetrack\ntrack_buffer: 5\n')
+    bad = {'fifo': tmp_path / 'fifo.yaml', 'broken': tmp_path / 'broken.yaml',
+           'type': tmp_path / 'type.yaml', 'kind': tmp_path / 'kind.yaml',
+           'large': tmp_path / 'large.yaml', 'key': tmp_path / 'key.yaml'}
+    os.mkfifo(bad['fifo'])
+    bad['broken'].write_text('a: [1\n')
+    bad['type'].write_text('track_buffer: many\n')
+    bad['kind'].write_text('tracker_type: kalman\n')
+    bad['large'].write_text('#\n' * (1 << 20))
+    bad['key'].write_text('track_bufer: 5\n')
+    h = Harness(_params(engine_cache_dir, tracker='kalman', tracker_config=str(missing)),
+                'vn_track_bad')
     try:
         c = h.client
+        # Start-up: both values refused and named; configure says why until they are fixed.
+        assert h.node.wait_for_output('parameter tracker_config: tracker_config ', 30.0)
+        out = h.node.output()
+        assert "parameter tracker: tracker='kalman' is not one of" in out
+        assert str(missing) in out and 'cannot read tracker configuration' in out
+        assert c.get_parameters('tracker', 'tracker_config') == {
+            'tracker': 'none', 'tracker_config': ''}
+        assert not c.change_state('configure', timeout=600)
+        assert h.node.wait_for_output('configure failed: refused until these parameters', 30.0)
+        # A set: refused in one line; the value stays.
+        assert all(r.successful for r in c.set_parameters(tracker='bytetrack'))
+        for case, path in bad.items():
+            result = c.set_parameters(tracker_config=str(path))[0]
+            assert not result.successful, case
+            assert result.reason.startswith(f'tracker_config {path}: '), result.reason
+            assert '\n' not in result.reason
+        assert c.get_parameters('tracker_config') == {'tracker_config': ''}
+        assert all(r.successful for r in c.set_parameters(tracker_config=str(good)))
+        refused = c.set_parameters(tracker='botsort')[0]
+        assert not refused.successful and 'tracker_type' in refused.reason
+        assert c.get_parameters('tracker') == {'tracker': 'bytetrack'}
+        # Active with the good file: refusals leave tracking on.
         assert c.change_state('configure', timeout=600) and c.change_state('activate')
         dets = c.subscribe(Detection2DArray, '/detections', 20)
         diagnostics = c.subscribe(DiagnosticArray, '/diagnostics', 10)
         images = c.publisher(Image, '/image', 10)
-        assert all(r.successful for r in c.set_parameters(tracker_config=str(bad)))
-        assert h.node.wait_for_output("tracking is off: ", 30.0)
+        assert not c.set_parameters(tracker_config=str(bad['key']))[0].successful
+        for sec in (70, 71):
+            got = _exchange(images, dets, _image(bus_bgr, sec))
+            assert got is not None and sorted(map(int, _ids(got))) == list(
+                range(1, len(got.detections) + 1))
+        # The taken file turns bad: tracking at the next activate is off, and says why.
+        good.write_text('track_bufer: 5\n')
+        assert c.change_state('deactivate') and c.change_state('activate')
+        assert h.node.wait_for_output('tracking is off: ', 30.0)
         line = next(ln for ln in h.node.output().splitlines() if 'tracking is off' in ln)
-        assert 'unknown key' in line and str(bad) in line
-        got = _exchange(images, dets, _image(bus_bgr, 70))
+        assert 'unknown key' in line and str(good) in line
+        got = _exchange(images, dets, _image(bus_bgr, 72))
         assert got is not None and _ids(got) == [str(i) for i in range(len(got.detections))]
 
         def tracker_value(msg):
             values = {kv.key: kv.value for s in msg.status for kv in s.values}
             return values.get('tracker', '').startswith('off: ')
         assert diagnostics.get(10.0, tracker_value) is not None
+        # ... and the next configure refuses it, naming the parameter.
+        assert c.change_state('deactivate') and c.change_state('cleanup')
+        assert not c.change_state('configure', timeout=600)
+        assert h.node.wait_for_output(f'parameter tracker_config: tracker_config {good}', 30.0)
+        line = [ln for ln in h.node.output().splitlines() if 'configure failed' in ln][-1]
+        assert line.count(str(good)) == 1, line  # named once, by the parameter it is
+        assert h.node.alive()
     finally:
         h.close()

@@ -93,12 +93,47 @@ def test_start_up_value_wins_over_the_manifest(context, manifests):
 
 
 def test_outputs_declare_their_own_ros_switches():
-    """publish_camera_info is the depth outputs' switch, not a setting of the ROS-free task."""
+    """publish_camera_info is the depth outputs' switch, 3D and annotated the detection
+    outputs' (segment and pose inherit them), not settings of the ROS-free tasks; the typed
+    switches have the specs' defaults."""
+    from dataclasses import asdict
+
+    from vision_nodes.ros.outputs.detection_switches import DetectionSwitches
     from vision_nodes.tasks.depth import DepthTask
 
     assert [s.name for s in output_switches('depth')] == ['publish_camera_info']
-    assert output_switches('detect') == ()
     assert 'publish_camera_info' not in {s.name for s in DepthTask.params}
+    switches = ['depth_source', 'depth_topic', 'depth_slop', 'publish_annotated']
+    for task in ('detect', 'segment', 'pose'):
+        assert [s.name for s in output_switches(task)] == switches
+        assert not set(switches) & {s.name for s in task_class(task).params}
+    assert asdict(DetectionSwitches()) == {s.name: s.default for s in output_switches('detect')}
+    assert DetectionSwitches.of({'depth_slop': 0.2, 'confidence_threshold': 0.5}) == \
+        DetectionSwitches(depth_slop=0.2)
+
+
+def test_several_models_prefix_the_outputs_switches(context, manifests):
+    """With two models each declares its switches under its name; a set reaches that model's
+    switch values only (what its outputs get at activate and on a live change)."""
+    node = VisionNode('policy_switches', context=context, parameter_overrides=[
+        Parameter('models', value=[manifests['strict'], manifests['plain']]),
+        Parameter('strict.depth_slop', value=0.3)])
+    try:
+        policy = node.parameters
+        assert not node.has_parameter('depth_slop')
+        assert _values(node, 'strict.depth_slop', 'plain.depth_slop') == {
+            'strict.depth_slop': 0.3, 'plain.depth_slop': 0.05}
+        told = []
+        policy.model('plain', 'detect').switch_listener = told.append
+        assert node.set_parameters([Parameter('plain.depth_slop', value=0.5)])[0].successful
+        assert node.set_parameters([Parameter('plain.confidence_threshold', value=0.5)])[0] \
+            .successful
+        assert [t['depth_slop'] for t in told] == [0.5]
+        assert policy.model('strict', 'detect').switches['depth_slop'] == 0.3
+        refused = node.set_parameters([Parameter('plain.depth_slop', value=11.0)])[0]
+        assert not refused.successful and 'plain.depth_slop out of range' in refused.reason
+    finally:
+        node.destroy_node()
 
 
 def test_one_rule_says_when_a_change_applies():

@@ -31,7 +31,7 @@ from ..loaders import ModelLoadError, check_weights, load_torch_module
 from ..text import clip
 
 #: Bump whenever the exported graph would change for the same inputs.
-EXPORTER_VERSION = 2  # 2: dynamic height/width
+EXPORTER_VERSION = 3  # 2: dynamic height/width; 3: end-to-end heads' NMS-free branch
 DEFAULT_OPSET = 17
 ONNX_FILE = 'model.onnx'
 

@@ -66,12 +66,34 @@ def convert_onnx(onnx_bytes: bytes, folder: Path) -> dict[str, Any]:
         # convert_model reads files; this one is written from the bytes that were verified.
         source = Path(tmp) / ONNX_FILE
         source.write_bytes(onnx_bytes)
-        model = ov.convert_model(str(source))
+        try:
+            model = ov.convert_model(str(source))
+        except Exception as exc:  # noqa: BLE001 - OpenVINO raises plain errors of many lines
+            raise ModelLoadError(conversion_refusal(exc)) from None
     labels = labels_from_rt_info(model)
     if labels:
         model.set_rt_info(json.dumps(labels), LABELS_RT_PATH)
     ov.save_model(model, str(folder / IR_XML), compress_to_fp16=False)
     return {'openvino': openvino_version()}
+
+
+def conversion_refusal(exc: BaseException) -> str:
+    """One line saying why OpenVINO could not convert an ONNX model, and what to do instead.
+
+    OpenVINO's messages span many lines (a check, the node, the shapes): the line naming the
+    problem is kept. NMS-free (end-to-end) -seg and -pose exports of Ultralytics gather their
+    rows from slices of one tensor, a pattern OpenVINO's conversion refuses; the same weights
+    as a ``.pt`` are exported here in a form it converts.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = next((line for line in lines if line.startswith('Shapes ')), lines[0] if lines
+                  else type(exc).__name__)
+    text = f'OpenVINO {openvino_version()} cannot convert this ONNX model ({clip(reason, 160)})'
+    if 'GatherElements' in str(exc):
+        return (text + ': an NMS-free (end-to-end) -seg or -pose export gathers its top-k rows '
+                'from slices, which OpenVINO refuses; give the manifest the .pt weights (they '
+                'are exported in a form OpenVINO converts) or use backend onnx')
+    return text + ': check the file loads in ONNX Runtime, or use backend onnx'
 
 
 def ensure_openvino_ir(manifest: ModelManifest, weights: Path, cache: ArtifactCache,

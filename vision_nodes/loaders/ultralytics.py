@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import types
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,42 @@ def _check_task(manifest: ModelManifest, task: Any) -> None:
         raise ModelLoadError(f"the file holds a {task} model but manifest "
                              f"'{manifest.name}' has task '{manifest.task}': use "
                              f'`task: {task}` or weights of that task')
+
+
+def _select_one_to_one_head(module: Any) -> None:
+    """Run an end-to-end head's NMS-free one-to-one branch (YOLO26, YOLOv10) when it has one.
+
+    Such heads carry two branches: one-to-many (its outputs need NMS; Ultralytics' predict
+    runs it by default, ``nms=None``) and one-to-one, whose detections end in a top-k inside
+    the network and need no NMS (``predict(nms=False)``, the family's design). Selected before
+    fusing, which then drops the other branch; the task recognises the NMS-free output by
+    its shape (``tasks/end2end.py``).
+    """
+    head = module.model[-1] if hasattr(module, 'model') else None
+    if getattr(head, 'one2one_cv2', None) is not None and hasattr(module, 'end2end') and \
+            callable(getattr(head, 'get_topk_index', None)):
+        module.end2end = True
+        head.postprocess = types.MethodType(_top_rows, head)
+
+
+def _top_rows(head: Any, preds: Any) -> Any:
+    """Return the head's top-k rows as Ultralytics' ``Detect.postprocess``, in one gather.
+
+    The rows are box, score, class index, extra values (mask coefficients, keypoints).
+    Ultralytics gathers the box and the extra columns from separate slices of ``preds``;
+    OpenVINO's ONNX conversion folds such a slice into the gather after it and then refuses
+    the graph (segment and pose heads: "data and indices must have equal or intersecting
+    dimensions"). Gathering the rows, then slicing them, computes the same values.
+    """
+    import torch
+
+    classes = int(head.nc)
+    scores, class_ids, index = head.get_topk_index(preds[..., 4:4 + classes], head.max_det)
+    rows = head._gather(preds, index)
+    parts = [rows[..., :4], scores, class_ids]
+    if preds.shape[-1] > 4 + classes:
+        parts.append(rows[..., 4 + classes:])
+    return torch.cat(parts, dim=-1)
 
 
 def _depth_at_input_size(module: Any) -> None:
@@ -205,6 +242,8 @@ def load_ultralytics(manifest: ModelManifest, weights: Path,
         module = model.float()
         if manifest.task == 'depth':
             _depth_at_input_size(module)
+        else:
+            _select_one_to_one_head(module)
         if not hasattr(module, 'stride'):
             module.stride = torch.tensor([32.0])
         if hasattr(module, 'fuse'):

@@ -117,6 +117,7 @@ class VisionNode(LifecycleNode):
                         factory, self, model, [s + inner for s in spaces],
                         self.frames.frame_error, p('image_topics'))
                 params.listener = outputs.params_changed
+                params.switch_listener = outputs.update_switches
                 models.append(ServedModel(model.manifest.name, model, params, outputs))
         except BaseException:
             for made in models:  # another model's outputs may be what clashed

@@ -82,6 +82,8 @@ class _ModelParameters:
         self.current: Any = self._task.make_params(self.values)
         #: Told ``(old, new)`` after every change (the model's outputs, while configured).
         self.listener: Callable[[Any, Any], None] = lambda old, new: None
+        #: Told :attr:`switches` after a change of one (the model's outputs, while configured).
+        self.switch_listener: Callable[[dict[str, Any]], None] = lambda switches: None
 
     @property
     def switches(self) -> dict[str, Any]:
@@ -92,7 +94,33 @@ class _ModelParameters:
         return f'{self.prefix}.{spec.name}' if self.prefix else spec.name
 
     def _check(self, name: str, value: Any) -> str | None:
-        return self.specs[name].validate(coerce(self.specs[name], value))
+        return self.refusal({name: coerce(self.specs[name], value)})
+
+    def refusal(self, changes: dict[str, Any]) -> str | None:
+        """Why these new values (full names) may not be taken together (None: they may).
+
+        Each spec's rules (:meth:`ParamSpec.refusal`) see the other parameters as they would
+        be after the change, so a rule relating two (``tracker`` and ``tracker_config``) holds
+        whichever of them is set, alone or together.
+        """
+        values = {spec.name: self._node.get_parameter(name).value
+                  for name, spec in self.specs.items() if self._node.has_parameter(name)}
+        values.update((self.specs[name].name, value) for name, value in changes.items())
+        for name, value in changes.items():
+            reason = self.specs[name].refusal(value, values)
+            if reason:
+                return reason
+        return None
+
+    def recheck(self) -> dict[str, str]:
+        """Check the current values again (a file a value names may have changed since)."""
+        problems = {}
+        for name, spec in self.specs.items():
+            if spec.check is not None and self._node.has_parameter(name):
+                reason = self.refusal({name: self._node.get_parameter(name).value})
+                if reason:
+                    problems[name] = f'parameter {name}: {reason}'
+        return problems
 
     def _specs_with(self, defaults: dict[str, Any]) -> dict[str, ParamSpec]:
         return {name: replace(spec, default=coerce(spec, defaults[spec.name]))
@@ -113,6 +141,9 @@ class _ModelParameters:
         old, self.values = self.current, values
         self.current = self._task.make_params(values)
         self.listener(old, self.current)
+        switched = {spec.name for spec in self._switches}
+        if any(self.specs[name].name in switched for name in changes):
+            self.switch_listener(self.switches)
 
     def undeclare(self) -> None:
         """Remove this model's parameters from the node."""
@@ -165,10 +196,17 @@ class ParameterPolicy:
             return None
 
     def require_valid(self) -> None:
-        """Raise ValueError naming every start-up value that is still refused."""
-        if self.errors:
-            raise ValueError('refused until these start-up parameters are set to valid '
-                             'values: ' + '; '.join(self.errors.values()))
+        """Raise ValueError naming every value that is refused now.
+
+        Start-up values still refused, and values whose rule no longer holds (a
+        ``tracker_config`` file changed since it was set).
+        """
+        problems = dict(self.errors)
+        for model in self.models.values():
+            problems.update({k: v for k, v in model.recheck().items() if k not in problems})
+        if problems:
+            raise ValueError('refused until these parameters are set to valid values: '
+                             + '; '.join(problems.values()))
 
     def warn_unknown_overrides(self, warn: Callable[[str], None]) -> None:
         """Warn about start-up parameters that name nothing this node has (typos)."""
@@ -302,10 +340,15 @@ class ParameterPolicy:
             model = next((m for m in self.models.values() if param.name in m.specs), None)
             if model is not None:
                 changes.setdefault(id(model), {})[param.name] = param.value
-                if not internal:
-                    model.explicit.add(param.name)
+        models = [m for m in self.models.values() if id(m) in changes]
+        for model in models:  # the rules that relate a model's parameters
+            reason = model.refusal(changes[id(model)])
+            if reason:
+                return SetParametersResult(successful=False, reason=reason)
+        for param in params:
             self.errors.pop(param.name, None)
-        for model in self.models.values():
-            if id(model) in changes:
-                model.apply(changes[id(model)])
+        for model in models:
+            if not internal:
+                model.explicit.update(changes[id(model)])
+            model.apply(changes[id(model)])
         return SetParametersResult(successful=True)

@@ -213,6 +213,15 @@ class Runner(ABC):
             raise RunnerError(f'this runner only takes input shape '
                               f'{tuple(self.config.manifest.input_size)}, not {tuple(shape)}')
 
+    def input_buffer(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """Return a host array for a batch's input that :meth:`infer` takes as it is.
+
+        The caller fills it (each frame into its row) and passes it to :meth:`infer`; a runner
+        that stages its input somewhere (PyTorch on a GPU: a pinned buffer) hands that out, so
+        the frames are copied once.
+        """
+        return np.empty(shape, dtype)
+
     @abstractmethod
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
         """Run the network on a contiguous NCHW float32 tensor; return its raw outputs.

@@ -218,8 +218,9 @@ class OnnxRunner(Runner):
         providers, all_options = session_providers(provider, options, available,
                                                    cpu=not strict)
         try:
-            return ort.InferenceSession(model, sess_options=self._session_options(ort, strict, provider),
-                                        providers=providers, provider_options=all_options)
+            return ort.InferenceSession(
+                model, sess_options=self._session_options(ort, strict, provider),
+                providers=providers, provider_options=all_options)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
             raise RunnerError(f"ONNX Runtime cannot load '{clip(self.model_path)}' on "
                               f'{provider}: {clip(exc, 600)}') from exc

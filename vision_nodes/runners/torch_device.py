@@ -42,6 +42,16 @@ class DeviceInput:
         #: Pinned staging buffer of the last input's shape and dtype (GPU devices only).
         self._staging: Any = None
 
+    def host_buffer(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """Return a host array that :meth:`stage` takes without copying it.
+
+        On a GPU that is the pinned staging buffer (the caller fills it in place), elsewhere a
+        fresh array.
+        """
+        if self.device.type == 'cpu':
+            return np.empty(shape, dtype)
+        return self._staging_for(tuple(shape), np.dtype(dtype)).numpy()
+
     def stage(self, array: np.ndarray) -> Any:
         """Return ``array`` as a host tensor: a pinned copy on a GPU, else a view if it can."""
         torch = _torch()
@@ -49,12 +59,19 @@ class DeviceInput:
             if not array.flags.writeable:
                 array = array.copy()
             return torch.from_numpy(np.ascontiguousarray(array))
+        staging = self._staging_for(array.shape, array.dtype)
+        if array.ctypes.data != staging.data_ptr():  # not already filled in place
+            staging.numpy()[...] = array
+        return staging
+
+    def _staging_for(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """Return the pinned staging buffer, made anew when ``shape`` or ``dtype`` changed."""
+        torch = _torch()
         staging = self._staging
-        if staging is None or tuple(staging.shape) != array.shape \
-                or staging.numpy().dtype != array.dtype:
+        if staging is None or tuple(staging.shape) != shape \
+                or staging.numpy().dtype != dtype:
             staging = self._staging = torch.empty(
-                array.shape, dtype=torch.from_numpy(array[:0]).dtype, pin_memory=True)
-        staging.numpy()[...] = array
+                shape, dtype=torch.from_numpy(np.empty(0, dtype)).dtype, pin_memory=True)
         return staging
 
     def convert(self, x: Any) -> Any:
@@ -114,26 +131,56 @@ class DeviceOutput:
         ``confidence``, at most ``max_candidates`` best, boxes offset by class times
         ``class_offset`` for one greedy NMS over all classes, cut to ``max_detections``.
         """
-        torch = _torch()
-        import torchvision
+        return self.decode_detections_batch(confidence, iou, max_detections, max_candidates,
+                                            class_offset)[0]
 
-        pred = self.tensor[0] if self.tensor.dim() == 3 else self.tensor
-        pred = pred.float()
-        scores, class_ids = pred[4:].max(dim=0)
-        picked = torch.nonzero(scores > confidence).squeeze(1)
-        if picked.numel() == 0:
-            return (np.zeros((0, 4), np.float32), np.zeros(0, np.float32),
-                    np.zeros(0, np.int64))
-        scores, class_ids = scores[picked], class_ids[picked]
-        xywh = pred[:4, picked].T
+    def decode_detections_batch(self, confidence: float, iou: float, max_detections: int,
+                                max_candidates: int, class_offset: float
+                                ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """:meth:`decode_detections` of every frame of a ``(B, 4 + nc, A)`` output at once.
+
+        One pass finds every frame's candidates (in the order a frame alone gives them), each
+        frame then has its own top-k and NMS with the same arithmetic, and the kept boxes of
+        all frames come back in one copy.
+        """
+        torch = _torch()
+        pred = self.tensor.float()
+        if pred.dim() == 2:
+            pred = pred[None]
+        frames = int(pred.shape[0])
+        scores, class_ids = pred[:, 4:].max(dim=1)
+        frame, anchor = torch.nonzero(scores > confidence, as_tuple=True)
+        counts = torch.bincount(frame, minlength=frames).tolist()
+        scores, class_ids = scores[frame, anchor], class_ids[frame, anchor]
+        xywh = pred[frame, :4, anchor]
         half = xywh[:, 2:4] / 2
         boxes = torch.cat([xywh[:, 0:2] - half, xywh[:, 0:2] + half], dim=1)
-        if scores.shape[0] > max_candidates:
-            top = scores.topk(max_candidates).indices
-            boxes, scores, class_ids = boxes[top], scores[top], class_ids[top]
-        offset = class_ids[:, None].to(torch.float32) * class_offset
-        kept = torchvision.ops.nms(boxes + offset, scores, iou)[:max_detections]
-        packed = torch.cat([boxes[kept], scores[kept, None],
-                            class_ids[kept, None].to(torch.float32)], dim=1).cpu().numpy()
-        return (np.ascontiguousarray(packed[:, :4]), np.ascontiguousarray(packed[:, 4]),
-                packed[:, 5].astype(np.int64))
+        kept, start = [], 0
+        for index, count in enumerate(counts):
+            part = slice(start, start + count)
+            start += count
+            if count:
+                kept.append(_frame_nms(torch, index, boxes[part], scores[part],
+                                       class_ids[part], iou, max_detections, max_candidates,
+                                       class_offset))
+        packed = torch.cat(kept).cpu().numpy() if kept else np.zeros((0, 7), np.float32)
+        found = []
+        for index in range(frames):
+            rows = packed[packed[:, 6] == index]
+            found.append((np.ascontiguousarray(rows[:, :4]), np.ascontiguousarray(rows[:, 4]),
+                          rows[:, 5].astype(np.int64)))
+        return found
+
+
+def _frame_nms(torch: Any, index: int, boxes: Any, scores: Any, class_ids: Any, iou: float,
+               max_detections: int, max_candidates: int, class_offset: float) -> Any:
+    """One frame's kept rows (x1, y1, x2, y2, score, class, frame index), on the device."""
+    import torchvision
+
+    if scores.shape[0] > max_candidates:
+        top = scores.topk(max_candidates).indices
+        boxes, scores, class_ids = boxes[top], scores[top], class_ids[top]
+    offset = class_ids[:, None].to(torch.float32) * class_offset
+    kept = torchvision.ops.nms(boxes + offset, scores, iou)[:max_detections]
+    return torch.cat([boxes[kept], scores[kept, None], class_ids[kept, None].to(torch.float32),
+                      torch.full_like(scores[kept, None], float(index))], dim=1)

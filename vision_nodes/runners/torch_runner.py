@@ -196,6 +196,12 @@ class TorchRunner(Runner):
         with _torch().inference_mode():
             self._graphs.run(self._input.stage(blank), (height, width))
 
+    def input_buffer(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """Return, on a GPU, the pinned staging buffer: frames are written where they go up."""
+        if self._input is None:
+            return super().input_buffer(shape, dtype)
+        return self._input.host_buffer(shape, dtype)
+
     def infer(self, tensor: np.ndarray) -> list[Any]:
         """Run the float tensor, or the u8 image (``takes_u8``); synchronised on return."""
         if self._module is None:

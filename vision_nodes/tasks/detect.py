@@ -1,7 +1,10 @@
 """The detection task: YOLO-style raw output → boxes, scores and class ids in source pixels.
 
-Decoding is vectorised NumPy; classes are separated for NMS by offsetting their boxes, and
-NMS itself (exact greedy, see :mod:`.nms`) is batched over all classes at once.
+Two output layouts: YOLOv8-style anchors before NMS, decoded here (vectorised NumPy; classes
+are separated for NMS by offsetting their boxes, and NMS itself, exact greedy, see
+:mod:`.nms`, is batched over all classes at once), and the rows of an NMS-free end-to-end
+head (YOLO26), decoded by :mod:`.end2end` without NMS. Which one a model gives is settled
+from its output's shape at configure (:meth:`DetectionTask.check_model`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import numpy as np
 from ..limits import MAX_DETECTIONS
 from ..manifest import ManifestError, ModelManifest
 from ..param_spec import ParamSpec
-from ..tracking import TRACKERS
+from ..tracking import TRACKERS, check_tracker, check_tracker_config
+from .end2end import ROW_VALUES, decode_rows, is_end2end, row_extra
 from .nms import nms
 from .preprocess import LetterboxMeta, prepare, prepare_u8
 
@@ -67,11 +71,11 @@ class Detections:
 
 @dataclass(frozen=True)
 class DetectionParams:
-    """Post-processing thresholds (runtime-tunable), and the detection outputs' switches.
+    """Post-processing thresholds (runtime-tunable), and the tracker the detections go through.
 
-    Tracking, 3D and the annotated image are done by the model's ROS outputs; their switches
-    ride on the task's parameters as depth's ``publish_camera_info`` does (see
-    :data:`OUTPUT_PARAMS`).
+    Tracking is done by the model's ROS outputs with the ROS-free :mod:`..tracking`; its
+    parameters are the task's (:data:`TRACKER_PARAMS`). The outputs' own switches (3D, the
+    annotated image) are declared by the outputs (``ros/outputs/detection_switches.py``).
     """
 
     confidence: float = 0.25
@@ -79,10 +83,6 @@ class DetectionParams:
     max_detections: int = 300
     tracker: str = 'none'
     tracker_config: str = ''
-    depth_source: str = ''
-    depth_topic: str = 'depth_registered/image_rect'
-    depth_slop: float = 0.05
-    publish_annotated: bool = False
 
 
 def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
@@ -137,34 +137,35 @@ def decode_anchors(output: np.ndarray, params: DetectionParams, num_classes: int
     return Detections(boxes[keep], scores[keep], class_ids[keep]), anchors[keep]
 
 
-#: Switches of a detection model's ROS outputs (tracking, 3D boxes, the annotated image);
-#: :class:`DetectionParams` has a field of the same name for each.
-OUTPUT_PARAMS: tuple[ParamSpec, ...] = (
+def decode_instances(output: np.ndarray, params: DetectionParams, classes: int, end2end: bool
+                     ) -> tuple[Detections, np.ndarray]:
+    """Return the detections of either layout and each one's extra values (N, extra).
+
+    The extra values (mask coefficients, keypoints) follow the ``4 + classes`` box and
+    class rows of a YOLOv8-style output, or the 6 leading values of an end-to-end row.
+    """
+    if end2end:
+        boxes, scores, class_ids, rows = decode_rows(output, params.confidence,
+                                                     params.max_detections)
+        return Detections(boxes, scores, class_ids), output[0][rows, ROW_VALUES:]
+    dets, anchors = decode_anchors(output, params, classes)
+    return dets, output[0][4 + classes:, anchors].T
+
+
+#: The tracker parameters (done by a detection model's ROS outputs, on every task that
+#: detects); :class:`DetectionParams` has a field of the same name for each.
+TRACKER_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('tracker', 'none',
               "Track the detections across frames: Detection2D.id becomes a stable track id "
               "(Ultralytics' ByteTrack or BoT-SORT); detections a tracker has not confirmed "
               'are left out of tracked frames. none: ids are the indices. Restarts when the '
               "image's frame_id changes or its stamp jumps back.",
-              choices=TRACKERS, applies='live'),
+              choices=TRACKERS, applies='live', check=check_tracker),
     ParamSpec('tracker_config', '',
               "A tracker YAML (as Ultralytics' cfg/trackers/bytetrack.yaml) whose settings "
-              'replace the tracker\'s defaults (empty: the defaults).', applies='live'),
-    ParamSpec('depth_source', '',
-              'Publish detections_3d (vision_msgs/Detection3DArray) from depth: topic (an '
-              'aligned depth image on depth_topic) or model:<name> (a metric depth model of '
-              'this node, on the same frame); both need camera_info. Empty: no 3D.',
-              applies='activate'),
-    ParamSpec('depth_topic', 'depth_registered/image_rect',
-              'Depth image aligned with the colour image (32FC1 metres or 16UC1 millimetres, '
-              'NaN/0 = no return) for depth_source topic. With image_topics a relative name, '
-              "read beside each camera's image topic.", applies='activate'),
-    ParamSpec('depth_slop', 0.05,
-              'Seconds a depth image\'s stamp may differ from the colour image\'s to pair.',
-              float_range=(0.0, 10.0), applies='live'),
-    ParamSpec('publish_annotated', False,
-              'Publish annotated (bgr8): the image with boxes, labels, scores, track ids, '
-              'masks and skeletons drawn, built only while someone subscribes.',
-              applies='activate'),
+              "replace the tracker's defaults (empty: the defaults); checked when set: a "
+              'regular file of known keys and value types for the tracker.',
+              applies='live', check=check_tracker_config),
 )
 
 
@@ -178,10 +179,11 @@ class DetectionTask:
                   float_range=(0.0, 1.0), applies='live'),
         ParamSpec('iou_threshold', 0.45,
                   'IoU above which non-maximum suppression drops the lower-scoring box of a '
-                  'class.', float_range=(0.0, 1.0), applies='live'),
+                  'class (NMS-free models, such as YOLO26, run none).', float_range=(0.0, 1.0),
+                  applies='live'),
         ParamSpec('max_detections', 300, 'Most detections published per image.',
                   int_range=(1, MAX_DETECTIONS), applies='live'),
-    ) + OUTPUT_PARAMS
+    ) + TRACKER_PARAMS
 
     @classmethod
     def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -208,6 +210,15 @@ class DetectionTask:
     def __init__(self, manifest: ModelManifest) -> None:
         self.manifest = manifest
         self.u8_input = False
+        #: Whether the model's output is the NMS-free layout (:mod:`.end2end`); settled by
+        #: :meth:`check_model` (None: not yet, then by the first output decoded).
+        self.end2end: bool | None = None
+
+    def _settle_layout(self, end2end: bool) -> None:
+        """Remember the output layout; NMS-free rows are decoded on the host (no NMS there)."""
+        self.end2end = end2end
+        if end2end:
+            self.decodes_device_outputs = False  # type: ignore[misc]
 
     def make_params(self, values: Mapping[str, Any]) -> DetectionParams:
         """Thresholds from parameter values keyed by spec name (missing: the default)."""
@@ -215,7 +226,7 @@ class DetectionTask:
         return DetectionParams(
             float(value['confidence_threshold']), float(value['iou_threshold']),
             int(value['max_detections']),
-            **{spec.name: value[spec.name] for spec in OUTPUT_PARAMS})
+            **{spec.name: value[spec.name] for spec in TRACKER_PARAMS})
 
     def preprocess(self, image: np.ndarray, encoding: str,
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, LetterboxMeta]:
@@ -236,20 +247,26 @@ class DetectionTask:
 
         ``output_shapes`` are the shapes of the warm-up run's outputs (None: not known), and
         ``output_names`` their names where the runtime names them (a detector reads its
-        first output, whatever its name). A
-        detector's first output is (1, 4 + classes, anchors) (YOLOv8-style, before NMS); when
-        class names are known there must be one per class. Raises ManifestError in one line.
+        first output, whatever its name). A detector's first output is (1, 4 + classes,
+        anchors) (YOLOv8-style, before NMS), when class names are known one per class, or
+        (1, rows, 6) (an NMS-free end-to-end head: YOLO26). Raises ManifestError in one line.
         """
         if output_shapes is None:
             return
         where = f"model '{self.manifest.name}'"
         first = tuple(output_shapes[0]) if output_shapes else ()
-        if len(first) != 3 or first[0] != 1 or first[1] < 5 or first[2] < 1:
+        if is_end2end(first, 0):
+            self._settle_layout(True)
+            return
+        if len(first) != 3 or first[0] != 1 or first[1] < 5 or first[2] < 1 or \
+                row_extra(first) is not None:
             shown = 'x'.join(map(str, first)) or 'nothing'
             raise ManifestError(
-                f'{where}: the model outputs {shown}, not a detector output (1, 4 + classes, '
-                'anchors) as YOLOv8-style models give before NMS: use `task: detect` only '
-                'for such models (exported without NMS)')
+                f'{where}: the model outputs {shown}, not a detector output: (1, 4 + classes, '
+                'anchors) as YOLOv8-style models give before NMS, or (1, rows, 6) as NMS-free '
+                'YOLO26 heads give: use `task: detect` only for such models (exported without '
+                'NMS plugins)')
+        self._settle_layout(False)
         classes = first[1] - 4
         if labels and len(labels) != classes:
             origin = ('the manifest lists' if self.manifest.labels
@@ -262,6 +279,31 @@ class DetectionTask:
     def postprocess(self, outputs: list[np.ndarray], meta: LetterboxMeta,
                     params: DetectionParams) -> Detections:
         """Decode raw network outputs into detections in source-image pixels."""
-        dets = decode(outputs[0], params)
+        if self.end2end is None:
+            self.check_model([tuple(outputs[0].shape)], [])
+        if self.end2end:
+            dets = decode_instances(outputs[0], params, 0, True)[0]
+        else:
+            dets = decode(outputs[0], params)
         meta.to_source(dets.boxes)
         return dets
+
+    def postprocess_batch(self, outputs: list[Any], metas: Sequence[LetterboxMeta],
+                          params: DetectionParams) -> list[Detections] | None:
+        """Every frame's :meth:`postprocess` from a batch's outputs at once; None: not here.
+
+        Only for outputs that stay on a device and decode a batch there in one go
+        (``runners/torch_device.py``: one filter, one copy back, each frame's NMS as alone),
+        and only for this task's own ``postprocess`` (segment and pose read more than boxes).
+        """
+        on_device = getattr(outputs[0], 'decode_detections_batch', None)
+        if on_device is None or type(self).postprocess is not DetectionTask.postprocess:
+            return None
+        found = on_device(params.confidence, params.iou, params.max_detections,
+                          MAX_NMS_CANDIDATES, _CLASS_OFFSET)
+        results = []
+        for meta, arrays in zip(metas, found):
+            dets = Detections(*arrays)
+            meta.to_source(dets.boxes)
+            results.append(dets)
+        return results

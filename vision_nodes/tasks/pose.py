@@ -2,8 +2,10 @@
 
 An Ultralytics ``-pose`` model has one output, (1, 4 + classes + K * D, anchors): the
 detector's rows, then per keypoint its x and y in network pixels and (D = 3) its confidence,
-already decoded by the head. Boxes are decoded and suppressed as for ``detect``
-(:func:`.detect.decode_anchors`); the kept detections' keypoints are mapped back to source
+already decoded by the head. An NMS-free (YOLO26) model's output is (1, rows, 6 + K * D)
+instead: detections after its own top-k, each followed by its keypoints (:mod:`.end2end`).
+Boxes are decoded as for ``detect`` (:func:`.detect.decode_instances`: suppressed, or read
+from the rows); the kept detections' keypoints are mapped back to source
 pixels with the letterbox undone and clipped to the image, as Ultralytics' ``scale_coords``
 does.
 
@@ -21,7 +23,8 @@ import numpy as np
 from ..limits import MAX_KEYPOINTS, MAX_LABEL_CHARS
 from ..manifest import ManifestError, ModelManifest, expect, field_error
 from ..text import clip, show
-from .detect import DetectionParams, DetectionTask, decode_anchors
+from .detect import DetectionParams, DetectionTask, decode_instances
+from .end2end import row_extra
 from .instances import COCO_KEYPOINTS, COCO_SKELETON, PoseResult
 from .preprocess import LetterboxMeta
 
@@ -114,13 +117,23 @@ class PoseTask(DetectionTask):
                 return found, extra // dims, dims
         return None
 
+    def _row_layout(self, extra: int | None) -> tuple[int, int] | None:
+        """(keypoints, values per keypoint) of NMS-free rows with ``extra`` values, or None."""
+        count = len(self._listed) if self._listed else None
+        for dims in (3, 2):
+            found = count or (extra or 0) // dims
+            if extra and 1 <= found <= MAX_KEYPOINTS and extra == found * dims:
+                return found, dims
+        return None
+
     def check_model(self, output_shapes: Sequence[tuple[int, ...]] | None,
                     labels: Sequence[str], output_names: Sequence[str] | None = None) -> None:
         """Refuse, at configure, a model whose output is not a pose model's for its labels.
 
         The output is (1, 4 + classes + K * D, anchors) with D = 3 (x, y, confidence) or 2;
         the classes are the labels' count (one, ``person``, when unknown), K the manifest's
-        ``keypoints`` count when it lists them. Keypoint names are settled here.
+        ``keypoints`` count when it lists them; an NMS-free head's rows are (1, rows, 6 + K *
+        D) instead. Keypoint names are settled here.
         """
         if output_shapes is None:
             return
@@ -132,19 +145,30 @@ class PoseTask(DetectionTask):
                 f"{', '.join(repr(clip(n, 40)) for n in output_names[:4]) or 'none'}")
         self._at = list(output_names).index('output0') if output_names is not None else 0
         first = tuple(output_shapes[self._at]) if output_shapes else ()
+        rows = self._row_layout(row_extra(first))
+        if rows is not None:
+            self._settle_layout(True)
+            self._settle_names(*rows)
+            return
         classes = len(labels) if labels else self._classes
-        layout = self._layout(first[1], classes) if len(first) == 3 and first[0] == 1 else None
+        layout = self._layout(first[1], classes) if len(first) == 3 and first[0] == 1 and \
+            row_extra(first) is None else None
         if layout is None:
             shown = 'x'.join(map(str, first)) or 'nothing'
             listed = f'{len(self._listed)} keypoints (`keypoints`)' if self._listed else \
                 'keypoints'
             raise ManifestError(
                 f'{where}: the model outputs {shown}, not a pose output (1, 4 + '
-                f"{classes if classes is not None else 'classes'} + {listed} x 3, anchors): "
-                'use `task: pose` with Ultralytics -pose models, and list their keypoint '
-                'names in `keypoints`')
-        self._classes, count, self.dims = layout
+                f"{classes if classes is not None else 'classes'} + {listed} x 3, anchors), "
+                f'nor NMS-free rows (1, rows, 6 + {listed} x 3): use `task: pose` with '
+                'Ultralytics -pose models, and list their keypoint names in `keypoints`')
+        self._classes, count, dims = layout
         super().check_model([(1, 4 + self._classes, first[2])], labels)
+        self._settle_names(count, dims)
+
+    def _settle_names(self, count: int, dims: int) -> None:
+        """Keep the layout's values per keypoint; default names and skeleton for ``count``."""
+        self.dims = dims
         if not self._listed:
             self.names = default_names(count)
             if self.manifest.block('skeleton') is None and self.names == COCO_KEYPOINTS:
@@ -154,12 +178,11 @@ class PoseTask(DetectionTask):
                     params: DetectionParams) -> PoseResult:
         """Decode the raw output into boxes and keypoints in source-image pixels."""
         pred = outputs[self._at]
-        if self._classes is None or not self.names:
+        if self.end2end is None or not self.names:
             self.check_model([tuple(pred.shape)], [])
-        dets, anchors = decode_anchors(pred, params, self._classes)
+        dets, raw = decode_instances(pred, params, self._classes or 0, bool(self.end2end))
         count = len(self.names)
-        raw = pred[0][4 + self._classes:4 + self._classes + count * self.dims, anchors]
-        raw = raw.T.reshape(-1, count, self.dims).astype(np.float32)
+        raw = raw[:, :count * self.dims].reshape(-1, count, self.dims).astype(np.float32)
         keypoints = np.ones((raw.shape[0], count, 3), np.float32)
         keypoints[:, :, :self.dims] = raw
         meta.to_source(dets.boxes)

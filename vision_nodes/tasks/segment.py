@@ -2,12 +2,15 @@
 
 An Ultralytics ``-seg`` model has two outputs: ``output0`` (1, 4 + classes + nm, anchors),
 the detector's rows followed by nm mask coefficients per anchor, and ``output1`` (1, nm, mh,
-mw), the mask prototypes at a quarter of the input resolution. Boxes are decoded and
-suppressed as for ``detect`` (:func:`.detect.decode_anchors`); each kept detection's mask is
-its coefficients times the prototypes, upsampled (bilinear) to the network input, thresholded
-at 0 and cropped to its box there, as Ultralytics' ``process_mask`` does; then the letterbox
-is undone: the image's region of the network input is resized (bilinear) to the source image
-and thresholded at one half, as Ultralytics' ``scale_masks`` does for its drawn masks.
+mw), the mask prototypes at a quarter of the input resolution. An NMS-free (YOLO26) model's
+``output0`` is (1, rows, 6 + nm) instead: detections after its own top-k, each followed by
+its nm coefficients (:mod:`.end2end`). Boxes are decoded as for ``detect``
+(:func:`.detect.decode_instances`: suppressed, or read from the rows); each kept detection's
+mask is its coefficients times the prototypes, upsampled (bilinear) to the network input,
+thresholded at 0 and cropped to its box there, as Ultralytics' ``process_mask`` does; then
+the letterbox is undone: the image's region of the network input is resized (bilinear) to
+the source image and thresholded at one half, as Ultralytics' ``scale_masks`` does for its
+drawn masks.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import numpy as np
 
 from ..manifest import ManifestError
 from ..text import clip
-from .detect import DetectionParams, DetectionTask, decode_anchors
+from .detect import DetectionParams, DetectionTask, decode_instances
+from .end2end import is_end2end, row_extra
 from .instances import SegmentResult
 from .preprocess import LetterboxMeta
 
@@ -170,8 +174,9 @@ class SegmentationTask(DetectionTask):
 
         With ``output_names`` (runtimes that name outputs) the predictions must be called
         ``output0`` and the prototypes ``output1``, as Ultralytics exports them; without
-        names they are told apart by rank. Then the detector's checks apply to the
-        predictions, with the mask coefficients left out of the class count.
+        names they are told apart by rank. Predictions of (1, rows, 6 + masks) are an
+        NMS-free head's rows; otherwise the detector's checks apply to them, with the mask
+        coefficients left out of the class count.
         """
         if output_shapes is None:
             return
@@ -197,21 +202,26 @@ class SegmentationTask(DetectionTask):
                     f"this model gives {' and '.join('x'.join(map(str, s)) for s in shapes)}")
             self._positions = (ranks.index(3), ranks.index(4))
         pred, protos = (shapes[i] for i in self._positions)
-        if len(protos) != 4 or protos[0] != 1 or len(pred) != 3 or pred[1] - 4 - protos[1] < 1:
+        if len(protos) == 4 and protos[0] == 1 and is_end2end(pred, protos[1]):
+            self._settle_layout(True)
+            return
+        if len(protos) != 4 or protos[0] != 1 or len(pred) != 3 or \
+                pred[1] - 4 - protos[1] < 1 or row_extra(pred) is not None:
             raise ManifestError(
                 f"{where}: outputs {'x'.join(map(str, pred))} and "
                 f"{'x'.join(map(str, protos))} are not predictions (1, 4 + classes + masks, "
-                'anchors) and prototypes (1, masks, height, width) of a segmentation model')
+                'anchors) or NMS-free rows (1, rows, 6 + masks) and prototypes (1, masks, '
+                'height, width) of a segmentation model')
         super().check_model([(pred[0], pred[1] - protos[1], pred[2])], labels)
 
     def postprocess(self, outputs: list[np.ndarray], meta: NetworkMeta,
                     params: DetectionParams) -> SegmentResult:
         """Decode raw network outputs into detections and masks in source-image pixels."""
         pred, protos = (outputs[i] for i in self._positions)
-        nm = protos.shape[1]
-        classes = pred.shape[1] - 4 - nm
-        dets, anchors = decode_anchors(pred, params, classes)
-        coefficients = pred[0][4 + classes:, anchors].T
+        if self.end2end is None:
+            self.check_model([tuple(pred.shape), tuple(protos.shape)], [])
+        classes = pred.shape[1] - 4 - protos.shape[1]
+        dets, coefficients = decode_instances(pred, params, classes, bool(self.end2end))
         masks, kept = instance_masks(coefficients, protos[0], dets.boxes, meta)
         meta.letterbox.to_source(dets.boxes)
         return SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept], masks)

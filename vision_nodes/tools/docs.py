@@ -161,6 +161,7 @@ DETECT_YAML_HEADER = """\
 def detect_yaml() -> str:
     """config/detect.yaml: every parameter a detection node can be given, at its default."""
     from ..ros.launch_description import OVERRIDABLE
+    from ..ros.parameters import output_switches
     from ..ros.params import PARAMS
     from ..tasks import task_class
 
@@ -171,7 +172,7 @@ def detect_yaml() -> str:
     out = [DETECT_YAML_HEADER.format(command=COMMAND,
                                      overridable='\n'.join(f'# {line}' for line in overridable)),
            '/**:\n  ros__parameters:\n']
-    specs = PARAMS + task_class('detect').params
+    specs = PARAMS + task_class('detect').params + output_switches('detect')
     for i, spec in enumerate(specs):
         comment = spec.description
         constraint = _constraint(spec).replace('`', '')

@@ -77,7 +77,7 @@ def test_report_has_the_stage_breakdown_json_shape_and_a_plot(bench, tmp_path):
                             {'a': {'median': ratio.value, 'low': ratio.low,
                                    'high': ratio.high}})
     data = json.loads((tmp_path / 'r.json').read_text())
-    assert set(data) == {'machine', 'configs', 'ultralytics_pt_ms', 'ratios'}
+    assert set(data) == {'machine', 'configs', 'ultralytics_pt_ms', 'ratios', 'skipped'}
     assert set(data['configs']['openvino:int8']) == {'bare_ms', 'pipeline_ms', 'node_ms',
                                                      'stages_ms', 'backend', 'precision'}
     assert set(data['ratios']['a']) == {'median', 'low', 'high'}

@@ -46,7 +46,7 @@ def test_params_file_lists_every_parameter_with_its_default():
         pytest.fail('config/detect.yaml is missing')
     data = yaml.safe_load(path.read_text())
     values = data['/**']['ros__parameters']
-    settable = NODE_PARAMS + task_class('detect').params
+    settable = NODE_PARAMS + task_class('detect').params + output_switches('detect')
     assert values == {p.name: p.default for p in settable}
     for spec in settable:
         assert type(values[spec.name]) is type(spec.default), spec.name

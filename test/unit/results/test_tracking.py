@@ -7,6 +7,7 @@ starts afresh when the frame_id changes, the stamp jumps back, or on reset.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import numpy as np
@@ -137,3 +138,71 @@ def test_reid_and_special_files_are_refused(tmp_path):
         Tracking('bytetrack', str(tmp_path))
     with pytest.raises(TrackerConfigError, match='cannot read'):
         Tracking('bytetrack', str(tmp_path / 'missing.yaml'))
+
+
+def _spec(name: str):
+    from vision_nodes.tasks import task_class
+
+    return next(s for s in task_class('detect').params if s.name == name)
+
+
+def _too_large(path):
+    from vision_nodes.limits import MAX_TRACKER_CONFIG_BYTES
+
+    path.write_text('# padding\n' * (MAX_TRACKER_CONFIG_BYTES // 10 + 1))
+
+
+#: tracker_config values the parameter refuses when set, and a word of each reason.
+BAD_CONFIGS = {
+    'missing': (lambda p: None, 'cannot read'),
+    'fifo': (os.mkfifo, 'a FIFO'),
+    'folder': (lambda p: p.mkdir(), 'a folder'),
+    'dev_zero': (lambda p: os.symlink('/dev/zero', p), 'regular file'),
+    'too_large': (_too_large, 'at most'),
+    'broken_yaml': (lambda p: p.write_text('a: [1\n'), 'not valid YAML'),
+    'not_a_mapping': (lambda p: p.write_text('- 1\n- 2\n'), 'must be a mapping'),
+    'unknown_tracker_type': (lambda p: p.write_text('tracker_type: kalman\n'),
+                             "tracker_type 'kalman' is not one of bytetrack, botsort"),
+    'unknown_key': (lambda p: p.write_text('track_bufer: 5\n'), 'unknown key'),
+    'wrong_type': (lambda p: p.write_text('track_buffer: many\n'), 'track_buffer must be like'),
+}
+
+
+@pytest.mark.parametrize('tracker', ['bytetrack', 'none'])
+@pytest.mark.parametrize('case', sorted(BAD_CONFIGS))
+def test_the_tracker_config_parameter_refuses_a_bad_file_in_one_line(tmp_path, case, tracker):
+    """The parameter's own rule, run when it is set (not when tracking starts): it names the
+    parameter, the file and what is wrong, with tracking on or off."""
+    make, words = BAD_CONFIGS[case]
+    path = tmp_path / 'tracker.yaml'
+    make(path)
+    reason = _spec('tracker_config').refusal(str(path), {'tracker': tracker})
+    assert reason is not None and '\n' not in reason, reason
+    assert reason.startswith(f'tracker_config {path}: ') and words in reason, reason
+
+
+def test_the_tracker_parameters_are_checked_together(tmp_path):
+    """A good file is taken; tracker and tracker_config must suit each other whichever is set;
+    a tracker outside none/bytetrack/botsort is refused by its choices."""
+    bytetrack, botsort = tmp_path / 'bytetrack.yaml', tmp_path / 'botsort.yaml'
+    bytetrack.write_text('tracker_type: bytetrack\ntrack_buffer: 5\n')
+    botsort.write_text('gmc_method: none\n')  # botsort's key, no tracker_type
+    config, tracker = _spec('tracker_config'), _spec('tracker')
+    assert config.refusal(str(bytetrack), {'tracker': 'bytetrack'}) is None
+    assert config.refusal('', {'tracker': 'botsort'}) is None
+    assert config.refusal(str(botsort), {'tracker': 'none'}) is None
+    refused = config.refusal(str(botsort), {'tracker': 'bytetrack'})
+    assert "unknown key 'gmc_method' for bytetrack" in refused
+    refused = tracker.refusal('botsort', {'tracker_config': str(bytetrack)})
+    assert refused.startswith("tracker='botsort' does not suit the tracker_config in use")
+    assert refused.endswith("; or set tracker_config to a file for botsort (or '') first")
+    assert tracker.refusal('bytetrack', {'tracker_config': str(bytetrack)}) is None
+    assert tracker.refusal('none', {'tracker_config': str(bytetrack)}) is None
+    assert "tracker='kalman' is not one of" in tracker.refusal('kalman', {})
+    broken = tmp_path / 'broken.yaml'
+    broken.write_text('a: [1\n')  # no tracker can use it: tracker_config's rule names it
+    assert tracker.refusal('bytetrack', {'tracker_config': str(broken)}) is None
+    assert 'not valid YAML' in config.refusal(str(broken), {'tracker': 'bytetrack'})
+    reid = tmp_path / 'reid.yaml'
+    reid.write_text('with_reid: true\n')
+    assert 'with_reid is not supported' in config.refusal(str(reid), {'tracker': 'none'})

@@ -21,7 +21,8 @@ from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.runners.torch_device import DeviceInput, DeviceOutput  # noqa: E402
 from vision_nodes.runners.torch_graphs import GraphReplay  # noqa: E402
 from vision_nodes.runners.torch_runner import TorchRunner  # noqa: E402
-from vision_nodes.tasks.detect import MAX_NMS_CANDIDATES, DetectionParams, decode  # noqa
+from vision_nodes.tasks.detect import (  # noqa: E402
+    _CLASS_OFFSET, MAX_NMS_CANDIDATES, DetectionParams, decode)
 from vision_nodes.tasks.preprocess import prepare, prepare_u8  # noqa: E402
 
 CPU = torch.device('cpu')
@@ -91,6 +92,25 @@ def test_detections_decoded_on_the_device_equal_the_host_decode(candidates):
         assert dev.boxes.dtype == np.float32 and dev.class_ids.dtype == np.int64
 
 
+def test_a_batch_decoded_on_the_device_equals_each_frame_decoded_alone():
+    """Several cameras' frames in one output: one pass over the batch, each frame's result
+    as the host decodes that frame alone (none, a few and more than the top-k keeps)."""
+    rng = np.random.default_rng(7)
+    frames = [_yolo_like_output(rng, candidates=n) for n in (30, 0, MAX_NMS_CANDIDATES + 500)]
+    batch = DeviceOutput(torch.from_numpy(np.concatenate(frames)))
+    for params in (PARAMS, DetectionParams(0.5, 0.7, 20)):
+        found = batch.decode_detections_batch(params.confidence, params.iou,
+                                              params.max_detections, MAX_NMS_CANDIDATES,
+                                              _CLASS_OFFSET)
+        assert len(found) == len(frames)
+        for (boxes, scores, class_ids), frame in zip(found, frames):
+            host = decode(frame, params)
+            np.testing.assert_array_equal(class_ids, host.class_ids)
+            np.testing.assert_array_equal(scores, host.scores)
+            np.testing.assert_array_equal(boxes, host.boxes)
+        assert len(found[1][0]) == 0 and len(found[0][0]) > 0
+
+
 def test_device_output_reads_back_as_an_array():
     tensor = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
     out = DeviceOutput(tensor)
@@ -147,6 +167,30 @@ def test_device_path_gives_the_host_paths_detections(device_path_on_cpu, host_mo
         else:
             assert device_path_on_cpu.captures == 0
         assert not any('warning' in line for line in lines), lines
+    finally:
+        model.close()
+
+
+def test_device_path_decodes_a_batch_at_once(device_path_on_cpu, host_model, bus_bgr,
+                                             engine_cache_dir, monkeypatch):
+    """Cameras batched on the device path: the frames go into the runner's own input buffer
+    and are decoded in one go (no frame-by-frame postprocess), each as the host finds it."""
+    model = build_pipeline(resolve_manifest('yolov8n'), 'cpu', cache_dir=engine_cache_dir,
+                           max_batch=3)
+    try:
+        frames = [bus_bgr, np.ascontiguousarray(bus_bgr[:, ::-1]), bus_bgr]
+        buffers, infer = [], model.runner.infer
+
+        def spy(tensor):
+            buffers.append(tensor)
+            return infer(tensor)
+        monkeypatch.setattr(model.runner, 'infer', spy)
+        monkeypatch.setattr(model.task, 'postprocess', None)  # must not be called
+        found = model.process_batch([(f, 'bgr8') for f in frames], PARAMS)
+        assert len(buffers) == 1 and buffers[0].shape[0] == 3
+        assert buffers[0].dtype == np.uint8  # the u8 images, converted on the device
+        for frame, dets in zip(frames, found):
+            _same(dets, host_model.process(frame, 'bgr8', PARAMS))
     finally:
         model.close()
 

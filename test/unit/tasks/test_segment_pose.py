@@ -19,6 +19,7 @@ pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 import cv2  # noqa: E402
 
 from detection_match import iou  # noqa: E402
+from ultralytics_reference import mask_iou, match_reference, predict, source_masks  # noqa: E402,E501
 from vision_nodes.manifest import ManifestError, parse_manifest, resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams, Detections  # noqa: E402
@@ -37,34 +38,10 @@ def images(assets) -> dict[str, np.ndarray]:
     return {name: cv2.imread(str(assets / name)) for name in IMAGES}
 
 
-def _predict(weights, image):
-    """Ultralytics' predict on the CPU with our thresholds (its default iou is 0.7)."""
-    import torch
-
-    from vision_nodes.loaders.ultralytics import import_ultralytics
-
-    threads = torch.get_num_threads()
-    try:
-        yolo = import_ultralytics().YOLO(str(weights))
-        return yolo.predict(image, imgsz=640, conf=0.25, iou=0.45, verbose=False,
-                            device='cpu')[0]
-    finally:
-        torch.set_num_threads(threads)  # Ultralytics' CPU predict changes it process-wide
-
-
-def source_masks(result) -> np.ndarray:
-    """Ultralytics' masks (network resolution) in source pixels, as its plots map them."""
-    from ultralytics.utils import ops
-
-    if result.masks is None:
-        return np.zeros((0,) + result.orig_shape, bool)
-    return ops.scale_masks(result.masks.data[None].float(), result.orig_shape)[0].numpy() > 0.5
-
-
 @pytest.fixture(scope='module')
 def references(model_dir, images):
-    return {(task, name): _predict(model_dir / f"{MODELS[task].replace('_', '-')}.pt",
-                                   images[name])
+    return {(task, name): predict(model_dir / f"{MODELS[task].replace('_', '-')}.pt",
+                                  images[name])
             for task in MODELS for name in IMAGES}
 
 
@@ -83,24 +60,6 @@ def pipelines(model_dir, engine_cache_dir):
         pipeline.close()
 
 
-def _matches(ours: Detections, ref) -> list[int]:
-    """For each reference detection, the index of ours with the same class and IoU >= 0.9."""
-    boxes, classes = ref.boxes.xyxy.numpy(), ref.boxes.cls.numpy().astype(int)
-    assert len(ours) == len(boxes), (ours.scores, ref.boxes.conf)
-    found = []
-    for box, cls in zip(boxes, classes):
-        overlap = np.where(ours.class_ids == cls, iou(box, ours.boxes), 0.0)
-        assert overlap.max() >= 0.9, (box, cls, ours.boxes)
-        found.append(int(overlap.argmax()))
-    assert sorted(found) == list(range(len(ours)))
-    return found
-
-
-def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
-    union = np.logical_or(a, b).sum()
-    return float(np.logical_and(a, b).sum() / union) if union else 1.0
-
-
 @pytest.mark.parametrize('backend', BACKENDS)
 @pytest.mark.parametrize('name', IMAGES)
 def test_segment_matches_ultralytics(pipelines, references, images, backend, name):
@@ -113,7 +72,7 @@ def test_segment_matches_ultralytics(pipelines, references, images, backend, nam
     assert ours.masks.shape == (len(ours),) + image.shape[:2] and ours.masks.dtype == bool
     ref = references['segment', name]
     expected = source_masks(ref)
-    for j, i in enumerate(_matches(ours, ref)):
+    for j, i in enumerate(match_reference(ours, ref)):
         assert mask_iou(ours.masks[i], expected[j]) >= 0.9, (j, ref.boxes.cls[j])
         box = ours.boxes[i]  # a mask stays inside its box (cropped at network resolution)
         rows, cols = np.nonzero(ours.masks[i])
@@ -131,7 +90,7 @@ def test_pose_matches_ultralytics(pipelines, references, images, backend, name):
     assert ours.names == COCO_KEYPOINTS and ours.skeleton == COCO_SKELETON
     assert ours.keypoints.shape == (len(ours), 17, 3)
     expected = ref.keypoints.data.numpy()
-    for j, i in enumerate(_matches(ours, ref)):
+    for j, i in enumerate(match_reference(ours, ref)):
         np.testing.assert_allclose(ours.keypoints[i, :, :2], expected[j, :, :2], atol=2.0)
         np.testing.assert_allclose(ours.keypoints[i, :, 2], expected[j, :, 2], atol=0.01)
 
@@ -197,7 +156,7 @@ def test_pose_keypoint_names_and_layout():
     task.check_model([(1, 13, 8400)], ['person'])  # 4 + 1 + 4 x 2: no confidence
     assert (task.names, task.dims, task.skeleton) == (('a', 'b', 'c', 'd'), 2, ((0, 1),))
     other = PoseTask(_pose_manifest())
-    other.check_model([(1, 5 + 5 * 3, 10)], [])
+    other.check_model([(1, 5 + 5 * 3, 8400)], [])  # anchors outnumber values (rows: end2end.py)
     assert other.names == tuple(f'kpt_{i}' for i in range(5)) and other.skeleton == ()
     with pytest.raises(ManifestError, match=r'not a pose output \(1, 4 \+ 1 \+ 4 keypoints'):
         PoseTask(_pose_manifest(keypoints=['a', 'b', 'c', 'd'])).check_model(

@@ -81,6 +81,11 @@ class CameraOutputs:
         for outputs in self.cameras:
             outputs.params_changed(old, new)
 
+    def update_switches(self, switches: Mapping[str, Any]) -> None:
+        """Hand the switches' values to every camera's outputs."""
+        for outputs in self.cameras:
+            outputs.update_switches(switches)
+
     def publish(self, result: Any, header: Any, frame: Any = None) -> None:
         """Not used: a multi-camera result is published on its camera's outputs."""
         raise TypeError('a multi-camera result goes to outputs.cameras[index].publish')

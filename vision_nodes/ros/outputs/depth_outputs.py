@@ -92,6 +92,9 @@ class DepthOutputs:
         """Colour settings apply to the next frame."""
         self._params = new
 
+    def update_switches(self, switches: Mapping[str, Any]) -> None:
+        """Nothing live: ``publish_camera_info`` applies at activate."""
+
     def _on_camera_info(self, msg: CameraInfo) -> None:
         self._latest_info = msg
 

@@ -18,11 +18,12 @@ from vision_msgs.msg import Detection3DArray
 
 from ...geometry3d import Intrinsics, IntrinsicsError, boxes_3d
 from ...images import ImageConversionError
-from ...tasks.detect import DetectionParams, Detections
+from ...tasks.detect import Detections
 from ...text import clip
 from ..camera_names import camera_sibling
 from ..depth_topic import DepthTopic, depth_view
 from .detection3d_messages import detections_3d_to_cdr
+from .detection_switches import DetectionSwitches
 
 #: A best-effort subscription hears reliable and best-effort camera_info publishers alike.
 CAMERA_INFO_IN = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
@@ -61,15 +62,17 @@ def parse_depth_source(value: str, models: dict[str, Any], own: str) -> str | No
 class Detection3DOutputs:
     """The ``<ns>detections_3d`` publisher, the depth and camera_info it reads."""
 
-    def __init__(self, node: Any, namespace: str, params: DetectionParams,
+    def __init__(self, node: Any, namespace: str, switches: DetectionSwitches,
                  models: dict[str, Any], own: str,
                  report_error: Callable[[str], None], camera_namespace: str = '') -> None:
         """Read depth and K of the camera in ``camera_namespace`` ('' = the node's one camera)."""
         self._node = node
         self._report_error = report_error
-        self._model = parse_depth_source(params.depth_source, models, own)
-        self._slop = params.depth_slop
-        depth_topic = camera_sibling(camera_namespace, params.depth_topic, 'depth_topic')
+        self._model = parse_depth_source(switches.depth_source, models, own)
+        #: Seconds a depth image's stamp may differ from the frame's (``depth_slop``, live:
+        #: the outputs set it on a change, the next frame pairs with it).
+        self.slop = switches.depth_slop
+        depth_topic = camera_sibling(camera_namespace, switches.depth_topic, 'depth_topic')
         info_topic = camera_sibling(camera_namespace, 'camera_info', 'camera_info')
         self._pub = node.endpoints.publisher(Detection3DArray, f'{namespace}detections_3d', 10)
         self._made: list[Any] = [self._pub]
@@ -100,10 +103,6 @@ class Detection3DOutputs:
     def wanted(self) -> bool:
         """Whether anything subscribes to detections_3d."""
         return self._pub.get_subscription_count() > 0
-
-    def params_changed(self, params: DetectionParams) -> None:
-        """Take a new ``depth_slop``."""
-        self._slop = params.depth_slop
 
     def _on_info(self, msg: Any) -> None:
         self._info = msg
@@ -138,7 +137,7 @@ class Detection3DOutputs:
         if self._model:
             result = frame.result_of(self._model)
             return None if result is None else (result.depth, 1.0)
-        msg = self._depth.match(frame.header.stamp, self._slop)
+        msg = self._depth.match(frame.header.stamp, self.slop)
         if msg is None:
             if not self._depth.heard:
                 self._say_once('depth', "no 3D detections: no depth image received on "

@@ -1,6 +1,7 @@
 """What a detection model publishes: ``detections``, ``label_info`` and extras on request.
 
-``detections_3d`` with ``depth_source``, ``annotated`` with ``publish_annotated``.
+``detections_3d`` with ``depth_source``, ``annotated`` with ``publish_annotated``: switches these
+outputs declare (:mod:`.detection_switches`), not the task.
 
 With ``tracker`` set, each frame's detections go through the model's tracker first
 (:mod:`vision_nodes.tracking`), so every output carries the same detections and track ids.
@@ -28,6 +29,7 @@ from ..depth_topic import stamp_ns
 from ..cdr import encode_image
 from .detection3d_outputs import Detection3DOutputs
 from .detection_messages import detections_to_cdr
+from .detection_switches import SWITCHES, DetectionSwitches
 from .label_info import label_info_msg
 
 #: label_info is sent once per activation and kept for late subscribers.
@@ -54,8 +56,8 @@ class _Lazy:
 class DetectionOutputs:
     """Publishers of one detection model: ``<ns>detections``, ``<ns>label_info`` and extras."""
 
-    #: No ROS output switches of its own.
-    params: ClassVar[tuple[ParamSpec, ...]] = ()
+    #: The ROS output switches these outputs declare (node parameters): 3D and annotated.
+    params: ClassVar[tuple[ParamSpec, ...]] = SWITCHES
 
     def __init__(self, node: Any, model: LoadedModel, namespace: str = '',
                  report_error: Callable[[str], None] = lambda text: None) -> None:
@@ -101,13 +103,14 @@ class DetectionOutputs:
     def activate(self, params: DetectionParams, switches: Mapping[str, Any]) -> None:
         """Send label_info; start tracking, 3D and the annotated image as asked."""
         self._use_tracker(params)
+        on = DetectionSwitches.of(switches)
         try:
-            if params.depth_source:
+            if on.depth_source:
                 models = {m.name: m.pipeline.task for m in self._node.frames.models}
-                self._3d = Detection3DOutputs(self._node, self._namespace, params, models,
+                self._3d = Detection3DOutputs(self._node, self._namespace, on, models,
                                               self._name, self._report_error,
                                               self.camera_namespace)
-            if params.publish_annotated:
+            if on.publish_annotated:
                 self._annotated = self._node.endpoints.publisher(
                     Image, f'{self._namespace}annotated', IMAGES)
         except BaseException:
@@ -128,14 +131,18 @@ class DetectionOutputs:
             self._annotated = None
 
     def params_changed(self, old: DetectionParams, new: DetectionParams) -> None:
-        """Resend label_info on a new threshold; switch trackers; take a new slop."""
+        """Resend label_info on a new threshold; switch trackers."""
         if self._active and new.confidence != old.confidence:
             self._send_label_info(new)
         if self._active and (new.tracker, new.tracker_config) != \
                 (old.tracker, old.tracker_config):
             self._use_tracker(new)
-        if self._3d is not None:
-            self._3d.params_changed(new)
+
+    def update_switches(self, switches: Mapping[str, Any]) -> None:
+        """Take a new ``depth_slop`` (live); the other switches wait for activate."""
+        three_d = self._3d
+        if three_d is not None:
+            three_d.slop = DetectionSwitches.of(switches).depth_slop
 
     def _use_tracker(self, params: DetectionParams) -> None:
         """Start a fresh tracker of ``params.tracker`` (none: no tracking)."""

@@ -9,7 +9,8 @@ node back otherwise; at activate it may read the node's models (``node.frames.mo
 to check that the depth model a detector's ``depth_source`` names is one of them. Its ROS
 output switches (e.g. depth's ``publish_camera_info``) are its own: it declares them in
 ``params``, the node's parameter policy declares them beside the task's parameters, and their
-values reach ``activate``.
+values reach ``activate`` and, after every change of one of them, ``update_switches`` (where a
+live one, e.g. a detector's ``depth_slop``, takes effect).
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class Outputs(Protocol):
 
     def params_changed(self, old: Any, new: Any) -> None:
         """Take the task's changed parameters (the next frame uses ``new``)."""
+
+    def update_switches(self, switches: Mapping[str, Any]) -> None:
+        """Take its switches' values, by name, after one changed (a live one applies now)."""
 
     def publish(self, result: Any, header: Any, frame: Frame) -> None:
         """Publish one frame's result with the input image's header."""
