@@ -54,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-#: Detections scoring at least this are compared.
+#: Detections scoring at least this are compared (``--min-score``).
 MIN_SCORE = 0.5
 #: Box IoU each precision must keep against the CPU reference.
 MIN_IOU = {'fp32': 0.95, 'fp16': 0.9, 'int8': 0.75}
@@ -439,13 +439,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument('--batch', type=int, nargs='+', default=[],
                         help='also time batches of these sizes on the PyTorch paths '
                         '(one network call for several cameras)')
+    parser.add_argument('--min-score', type=float, default=MIN_SCORE,
+                        help='compare the detections scoring at least this (a model with '
+                        'seeded, untrained weights scores low)')
     parser.add_argument('--json', type=Path, help='also write the results here as JSON')
     parser.add_argument('--verbose', action='store_true', help='print the runners\' log')
     return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global MIN_SCORE
     args = parse_args(argv)
+    MIN_SCORE = args.min_score
     from vision_nodes.manifest import resolve_manifest, use_default_model_dir
     from vision_nodes.platform import cuda
     from vision_nodes.platform.devices import DeviceError, require_device

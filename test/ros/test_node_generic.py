@@ -263,7 +263,7 @@ def test_bad_start_up_parameters_are_one_line_errors_and_the_node_stays_up(
         assert not empty.successful and "parameter '' is not declared" in empty.reason
         assert not unknown.successful and unknown.reason
         assert not c.change_state('configure')
-        assert h.node.wait_for_output('configure failed: refused until these start-up', 30.0)
+        assert h.node.wait_for_output('configure failed: refused until these parameters', 30.0)
         assert all(r.successful for r in c.set_parameters(
             iou_threshold=0.5, max_detections=10, qos_reliability='reliable'))
         assert c.change_state('configure', timeout=300)

@@ -7,10 +7,12 @@
                           └──convert──▶ OpenVINO IR ──NNCF──▶ INT8 IR
                                                     └─────────▶ compiled blobs (GPU/NPU)
     OpenVINO IR or INT8 IR ──PrePostProcessor──▶ u8-input IR (the pre-processing embedded)
+    ONNX or fp16 ONNX ──Cast, Mul, Transpose──▶ u8-input ONNX (GPU execution providers)
 
 Each step is an entry of the engine cache keyed on its parent's hash and on every version
 that changes its result (:mod:`.onnx_export`, :mod:`.onnx_fp16`, :mod:`.openvino_convert`,
-:mod:`.quantize`, :mod:`.tensorrt_build`). The pipeline asks one :class:`ArtifactChain` for
+:mod:`.quantize`, :mod:`.tensorrt_build`, :mod:`.openvino_u8_input`,
+:mod:`.onnx_u8_input`). The pipeline asks one :class:`ArtifactChain` for
 the finished artifact of an :class:`~.types.ArtifactRequest` (the registry's: backend,
 resolved precision, device facts) with :meth:`ArtifactChain.artifact`, and hands the result
 to the runner, which only loads it.
@@ -61,8 +63,10 @@ class ArtifactChain:
         manifest, weights = request.manifest, request.weights
         if request.kind == 'onnx':
             model = self.onnx(manifest, weights)
-            return OnnxArtifact(model, self._fp16_for(manifest, model, request.fp16_for)
-                                if request.fp16_for else None)
+            artifact = OnnxArtifact(model, self._fp16_for(manifest, model, request.fp16_for)
+                                    if request.fp16_for else None)
+            return self._onnx_u8_twins(manifest, artifact) \
+                if request.u8_input and request.u8_for else artifact
         if request.kind == 'openvino':
             ir = self.openvino_ir(manifest, weights)
             if request.precision == 'int8':
@@ -110,6 +114,43 @@ class ArtifactChain:
             return self.fp16_onnx(manifest, model)
         except (CacheError, OSError) as exc:
             raise CacheError(f'{provider}: {clip(exc, 600)}') from exc
+
+    def onnx_u8_input(self, manifest: ModelManifest, model: OnnxModel) -> OnnxModel:
+        """Return ``model`` taking the u8 NHWC image, its pre-processing embedded (cached)."""
+        from .onnx_u8_input import U8_ONNX_FILE, ensure_u8_onnx
+
+        entry = ensure_u8_onnx(manifest.name, _onnx_bytes(model), manifest.preprocessing,
+                               self.cache, self.log)
+        hit = entry.hit if model.hit is None else model.hit and entry.hit
+        return OnnxModel(entry.file(U8_ONNX_FILE), entry.read_verified(U8_ONNX_FILE), hit)
+
+    def _onnx_u8_twins(self, manifest: ModelManifest, artifact: OnnxArtifact) -> OnnxArtifact:
+        """Return ``artifact`` with the u8-input twins of its graphs.
+
+        A model that cannot be wrapped is returned as it is (the log says why): it runs on the
+        host's float tensor.
+        """
+        source = artifact.model
+        try:
+            import onnx
+
+            from .onnx_u8_input import why_not_wrappable
+
+            # The user's own file is read without the external weights it may keep beside it.
+            reason = why_not_wrappable(
+                onnx.load(str(source.path), load_external_data=False)
+                if source.data is None else onnx.ModelProto.FromString(source.data))
+        except ImportError:
+            reason = "the 'onnx' package is not installed"
+        except Exception as exc:  # noqa: BLE001 - protobuf's errors; the runner says more
+            reason = f'it cannot be read ({type(exc).__name__})'
+        if reason:
+            self.log(f"'{clip(manifest.name)}' takes the host's float tensor, not the u8 image: "
+                     f'{reason}')
+            return artifact
+        return replace(artifact, u8=self.onnx_u8_input(manifest, source),
+                       fp16_u8=self.onnx_u8_input(manifest, artifact.fp16)
+                       if artifact.fp16 else None)
 
     # -- TensorRT ---------------------------------------------------------------------------
     def tensorrt_engine(self, manifest: ModelManifest, weights: Path, precision: str,

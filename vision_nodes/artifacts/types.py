@@ -100,10 +100,16 @@ class OpenVinoIr:
 
 @dataclass(frozen=True)
 class OnnxArtifact:
-    """What ONNX Runtime loads: the fp32 model and, for a GPU provider at fp16, its conversion."""
+    """What ONNX Runtime loads: the fp32 model and, for a GPU provider at fp16, its conversion.
+
+    ``u8`` and ``fp16_u8`` are the same graphs taking the u8 NHWC image, the pre-processing
+    embedded (where the provider that takes it may run here and the model can be wrapped).
+    """
 
     model: OnnxModel
     fp16: OnnxModel | None = None
+    u8: OnnxModel | None = None
+    fp16_u8: OnnxModel | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +142,10 @@ class ArtifactRequest:
     fp16_for: str = ''
     #: openvino: whether compiled blobs are kept (GPU, NPU).
     compile_cache: bool = False
-    #: openvino: also the u8-input twin (the task hands the u8 image; the runtime converts).
+    #: openvino, onnx: also the u8-input twin (the task hands the u8 image; the runtime
+    #: converts).
     u8_input: bool = False
+    #: onnx: the execution provider that runs the u8-input graph ('' if none does).
+    u8_for: str = ''
     #: tensorrt: the GPU the engine is built for.
     gpu: 'GpuInfo | None' = None

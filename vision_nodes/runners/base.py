@@ -153,7 +153,7 @@ class Runner(ABC):
             self.check_input_shape(self.model_input_shape())
             height, width = self.config.manifest.input_size
             try:
-                outputs = self.infer(np.zeros((1, 3, height, width), dtype=np.float32))
+                outputs = self.infer(self.blank_input(height, width))
             except RunnerError:
                 raise
             except Exception as exc:  # noqa: BLE001 - each runtime raises its own types
@@ -167,6 +167,10 @@ class Runner(ABC):
     def model_input_shape(self) -> tuple[int | None, ...] | None:
         """Return the loaded model's input shape, None for a free dimension; None if unknown."""
         return None
+
+    def blank_input(self, height: int, width: int) -> np.ndarray:
+        """Return the warm-up's blank (1, 3, height, width) frame in the form ``infer`` takes."""
+        return np.zeros((1, 3, height, width), dtype=np.float32)
 
     def batch_limit(self, free_batch_axis: bool) -> int:
         """Most frames per run: the manifest's ``max_batch`` if the model's batch axis is free."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..artifacts.cache import ArtifactCache, cache_key
 from ..artifacts.types import workspace_bytes
@@ -75,6 +75,12 @@ AUTO_ORDER = (TENSORRT, 'CUDAExecutionProvider', 'ROCMExecutionProvider',
 #: Providers that take a GPU index as ``device_id``.
 DEVICE_ID_PROVIDERS = (TENSORRT, 'CUDAExecutionProvider', 'ROCMExecutionProvider',
                        'MIGraphXExecutionProvider', 'DmlExecutionProvider')
+
+#: Providers that get the graph taking the u8 image (``artifacts.onnx_u8_input``): on a GPU the
+#: upload is a quarter of the float tensor's and the conversion runs there. Not the CPU: there
+#: ONNX Runtime's Cast, Mul and Transpose over the image cost as much as the host's
+#: ``prepare`` (docs/benchmarks.md, "u8 input on ONNX Runtime").
+U8_INPUT_PROVIDERS = (TENSORRT, 'CUDAExecutionProvider')
 
 #: Providers that can run ``precision: fp16``.
 FP16_PROVIDERS = DEVICE_ID_PROVIDERS + ('CoreMLExecutionProvider', OPENVINO)
@@ -168,6 +174,28 @@ def fp16_graph_provider(name: str, precision: str, device: str) -> str:
     """
     if precision != 'fp16':
         return ''
+    return _first_provider(name, precision, device,
+                           lambda provider: needs_fp16_graph(provider, precision))
+
+
+def u8_graph_provider(name: str, precision: str, device: str) -> str:
+    """Return the first provider to try that runs the u8-input graph ('' if none).
+
+    Only :data:`U8_INPUT_PROVIDERS` take it; decided before the runner exists, like
+    :func:`fp16_graph_provider`, so the chain embeds the pre-processing only when one of them
+    can run here.
+    """
+    return _first_provider(name, precision, device, takes_u8_graph)
+
+
+def takes_u8_graph(provider: str) -> bool:
+    """Whether ``provider`` runs the u8-input graph when the chain made one."""
+    return provider in U8_INPUT_PROVIDERS
+
+
+def _first_provider(name: str, precision: str, device: str,
+                    wanted: Callable[[str], bool]) -> str:
+    """Return the first candidate whose precision and device checks pass and is ``wanted``."""
     import onnxruntime as ort
 
     try:
@@ -180,15 +208,17 @@ def fp16_graph_provider(name: str, precision: str, device: str) -> str:
             check_device(provider, device)
         except RunnerError:
             continue
-        if needs_fp16_graph(provider, precision):
+        if wanted(provider):
             return provider
     return ''
 
 
 def artifact_options(config: Any) -> dict[str, str]:
-    """Return the ``onnx`` backend's artifact options: who needs the fp16 graph."""
+    """Return the ``onnx`` backend's artifact options: who needs the fp16 and u8 graphs."""
     return {'fp16_for': fp16_graph_provider(config.execution_provider, config.precision,
-                                            config.device)}
+                                            config.device),
+            'u8_for': u8_graph_provider(config.execution_provider, config.precision,
+                                        config.device)}
 
 
 def device_kinds(provider: str) -> tuple[str, ...]:

@@ -5,6 +5,11 @@ otherwise place every node that provider lacks on the CPU without a word (and a 
 that fails to start entirely leaves a CPU-only session, which is refused). When the model
 does need the CPU for some nodes, the session is created again with the CPU behind the
 provider and the log says so.
+
+On the providers of ``U8_INPUT_PROVIDERS`` the session runs the chain's u8-input graph
+(``artifacts.onnx_u8_input``): the task hands the letterboxed u8 image and the provider
+converts it on the device. A float tensor given to such a runner (a caller of its own) runs
+on the float graph, loaded on the same provider when first needed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import numpy as np
 
 from ..artifacts.labels import labels_from_metadata
 from ..artifacts.types import OnnxArtifact, model_profile
+from ..images import U8_INPUT_ORDER as TENSOR_ORDER
 from ..loaders import read_weights
 from ..platform.cpu import cpu_info
 from ..platform.devices import DEVICE_KINDS
@@ -25,7 +31,7 @@ from .onnx_providers import (AUTO_ORDER, CPU, CPU_FALLBACK_REFUSED, EXECUTION_PR
                              NO_CPU_FALLBACK, TENSORRT, check_device, check_precision,
                              device_kinds, needs_fp16_graph, provider_candidates,
                              provider_options, resolve_execution_provider, session_providers,
-                             short_name)
+                             short_name, takes_u8_graph)
 
 __all__ = ['EXECUTION_PROVIDERS', 'OnnxRunner', 'labels_from_metadata',
            'resolve_execution_provider']
@@ -45,6 +51,16 @@ class OnnxRunner(Runner):
         #: (an .onnx of their own may keep its weights in external data files).
         self._model: Any = None
         self._model_sha256 = ''
+        #: The session runs the u8-input graph (input (N, H, W, 3) uint8).
+        self._u8_session = False
+        #: The float graph's session on the u8 session's provider, made when first needed.
+        self._float_session: Any = None
+        self._float_input = ''
+
+    @property
+    def supports_u8_input(self) -> bool:  # type: ignore[override]
+        """When the session runs the u8-input graph (the chain made one for its provider)."""
+        return self._u8_session
 
     def _artifact(self) -> OnnxArtifact:
         """Return the model the pipeline got from the artifact chain."""
@@ -92,7 +108,7 @@ class OnnxRunner(Runner):
         failures = []
         for provider in candidates:
             try:
-                self._session = self._create_session(ort, provider)
+                self._session, self._u8_session = self._create_session(ort, provider)
             except RunnerError as exc:
                 if not auto:
                     raise
@@ -107,7 +123,8 @@ class OnnxRunner(Runner):
             raise RunnerError('execution_provider auto found no provider that loads '
                               f"'{clip(self.model_path)}': " + '; '.join(failures))
         inputs = self._session.get_inputs()
-        if len(inputs) != 1 or inputs[0].type != 'tensor(float)':
+        dtype = 'tensor(uint8)' if self._u8_session else 'tensor(float)'
+        if len(inputs) != 1 or inputs[0].type != dtype:
             found = ', '.join(f'{clip(i.name, 40)} {clip(i.type, 40)}' for i in inputs[:4])
             raise RunnerError(f"'{clip(self.model_path)}' takes inputs ({found}); a vision "
                               'model here takes one float32 image tensor: export it so')
@@ -115,7 +132,7 @@ class OnnxRunner(Runner):
         self.output_names = [o.name for o in self._session.get_outputs()]
         # Symbolic (str) or unknown (None) height and width: any shape runs (rect inference).
         self.dynamic_shapes = len(inputs[0].shape) == 4 and all(
-            not isinstance(d, int) for d in inputs[0].shape[2:])
+            not isinstance(d, int) for d in self._nchw(inputs[0].shape)[2:])
         self.max_batch = self.batch_limit(bool(inputs[0].shape) and
                                           not isinstance(inputs[0].shape[0], int))
         meta = self._session.get_modelmeta().custom_metadata_map
@@ -134,11 +151,22 @@ class OnnxRunner(Runner):
             self._model_sha256 = hashlib.sha256(data).hexdigest()
         return self._model_sha256
 
+    def _nchw(self, shape: list[Any]) -> list[Any]:
+        """Return the input's dimensions in NCHW order (the u8 graph's are NHWC)."""
+        return [shape[i] for i in (0, 3, 1, 2)] if self._u8_session and len(shape) == 4 \
+            else list(shape)
+
     def model_input_shape(self) -> tuple[int | None, ...] | None:
         if self._session is None:
             return None
         return tuple(d if isinstance(d, int) and d > 0 else None
-                     for d in self._session.get_inputs()[0].shape)
+                     for d in self._nchw(self._session.get_inputs()[0].shape))
+
+    def blank_input(self, height: int, width: int) -> np.ndarray:
+        """Return the warm-up's blank frame: the u8 image when the session takes it."""
+        if self._u8_session:
+            return np.zeros((1, height, width, 3), np.uint8)
+        return super().blank_input(height, width)
 
     @staticmethod
     def _session_options(ort: Any, strict: bool, provider: str) -> Any:
@@ -156,8 +184,11 @@ class OnnxRunner(Runner):
             options.add_session_config_entry(NO_CPU_FALLBACK, '1')
         return options
 
-    def _trt_profile(self, ort: Any, model: Any) -> tuple[str, Any] | None:
-        """(input name, min/opt/max shapes) for the TensorRT provider; None if static."""
+    def _trt_profile(self, ort: Any, model: Any, u8: bool = False) -> tuple[str, Any] | None:
+        """(input name, min/opt/max shapes) for the TensorRT provider; None if static.
+
+        ``u8``: the model is the u8-input graph, whose input is NHWC.
+        """
         try:
             import onnx
 
@@ -174,27 +205,46 @@ class OnnxRunner(Runner):
             session = ort.InferenceSession(model, sess_options=options, providers=[CPU])
             name = session.get_inputs()[0].name
             shape = [d if isinstance(d, int) else None for d in session.get_inputs()[0].shape]
-        if len(shape) != 4 or shape[2] is not None or shape[3] is not None:
+        hw = shape[1:3] if u8 else shape[2:4]
+        if len(shape) != 4 or hw[0] is not None or hw[1] is not None:
             return None
-        return name, model_profile(self.config.manifest)
+        profile = model_profile(self.config.manifest)
+        if u8:
+            profile = tuple((n, h, w, c) for n, c, h, w in profile)
+        return name, profile
 
-    def _create_session(self, ort: Any, provider: str) -> Any:
-        """Create a session on ``provider`` (CPU only for what it cannot run) or say why not."""
+    def _graph_for(self, provider: str, u8_allowed: bool) -> tuple[Any, str, bool]:
+        """(model, its SHA-256, whether it takes the u8 image) that ``provider`` runs.
+
+        The fp16 conversion where the provider needs it, the chain's u8-input twin where the
+        provider takes it and the pipeline asked for it.
+        """
+        artifact = self._artifact()
+        fp16 = needs_fp16_graph(provider, self.config.precision)
+        if fp16 and artifact.fp16 is None:
+            raise RunnerError(f'{provider}: the fp16-converted graph was not prepared '
+                              '(load the runner through vision_nodes.pipeline)')
+        twin = (artifact.fp16_u8 if fp16 else artifact.u8) \
+            if u8_allowed and takes_u8_graph(provider) else None
+        if twin is not None:
+            return twin.data, hashlib.sha256(twin.data).hexdigest(), True
+        return (artifact.fp16.data if fp16 else self._model), self._sha256(), False
+
+    def _create_session(self, ort: Any, provider: str, u8_allowed: bool = True
+                        ) -> tuple[Any, bool]:
+        """Create a session on ``provider`` (CPU only for what it cannot run) or say why not.
+
+        Returns it and whether it runs the u8-input graph (never without ``u8_allowed``).
+        """
         cfg = self.config
         check_precision(provider, cfg.precision)
         check_device(provider, cfg.device)
-        model: Any = self._model
-        if needs_fp16_graph(provider, cfg.precision):
-            fp16 = self._artifact().fp16
-            if fp16 is None:
-                raise RunnerError(f'{provider}: the fp16-converted graph was not prepared '
-                                  '(load the runner through vision_nodes.pipeline)')
-            model = fp16.data
+        model, sha256, u8 = self._graph_for(provider, u8_allowed)
         provider_opts = provider_options(
             provider, device=cfg.device, precision=cfg.precision, cache=cfg.cache,
-            model=cfg.manifest.name, onnx_sha256=self._sha256(),
+            model=cfg.manifest.name, onnx_sha256=sha256,
             ort_version=ort.__version__,
-            profile=self._trt_profile(ort, model) if provider == TENSORRT else None)
+            profile=self._trt_profile(ort, model, u8) if provider == TENSORRT else None)
         available = ort.get_available_providers()
         strict = provider != CPU
         try:
@@ -211,7 +261,7 @@ class OnnxRunner(Runner):
             # ONNX Runtime only warns when a provider fails to start and runs on the CPU.
             raise RunnerError(f"ONNX Runtime could not start {provider} (the session runs on "
                               f"{', '.join(used) or 'nothing'}); see its log above")
-        return session
+        return session, u8
 
     def _new_session(self, ort: Any, model: Any, provider: str, options: dict[str, Any],
                      available: list[str], strict: bool) -> Any:
@@ -226,13 +276,28 @@ class OnnxRunner(Runner):
                               f'{provider}: {clip(exc, 600)}') from exc
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
+        """Run the float NCHW tensor, or the u8 NHWC image when the session takes it."""
         if self._session is None:
             raise RunnerError('runner is not loaded')
+        if self._u8_session and tensor.dtype != np.uint8:
+            return self._float().run(None, {self._float_input: tensor})
         return self._session.run(None, {self._input_name: tensor})
 
+    def _float(self) -> Any:
+        """Return the float graph's session on the u8 session's provider (made when needed)."""
+        if self._float_session is None:
+            import onnxruntime as ort
+
+            session, _ = self._create_session(ort, self._session.get_providers()[0],
+                                              u8_allowed=False)
+            self._float_input = session.get_inputs()[0].name
+            self._float_session = session
+        return self._float_session
+
     def _unload(self) -> None:
-        self._session = None
+        self._session = self._float_session = None
         self._model = None
+        self._u8_session = False
 
     def describe(self) -> dict[str, Any]:
         import onnxruntime as ort
@@ -247,4 +312,6 @@ class OnnxRunner(Runner):
             if providers[0] == 'CPUExecutionProvider':
                 info.update(cpu_info().describe())
         info['model_path'] = str(self.model_path)
+        info['input'] = f'u8 NHWC {TENSOR_ORDER}, pre-processing in the model' \
+            if self._u8_session else 'float32 NCHW'
         return info

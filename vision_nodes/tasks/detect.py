@@ -294,10 +294,12 @@ class DetectionTask:
 
         Only for outputs that stay on a device and decode a batch there in one go
         (``runners/torch_device.py``: one filter, one copy back, each frame's NMS as alone),
-        and only for this task's own ``postprocess`` (segment and pose read more than boxes).
+        and only for this task's own ``postprocess`` (segment and pose read more than boxes)
+        on the YOLOv8 layout (NMS-free rows are decoded on the host).
         """
         on_device = getattr(outputs[0], 'decode_detections_batch', None)
-        if on_device is None or type(self).postprocess is not DetectionTask.postprocess:
+        if on_device is None or self.end2end is not False \
+                or type(self).postprocess is not DetectionTask.postprocess:
             return None
         found = on_device(params.confidence, params.iou, params.max_detections,
                           MAX_NMS_CANDIDATES, _CLASS_OFFSET)

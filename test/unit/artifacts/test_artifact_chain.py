@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[3] / 'vision_nodes'
 RUNNER_MAY_IMPORT = {'cache', 'types', 'labels', 'tensorrt_log'}
 #: The conversion steps, behind the chain.
 STEPS = ('chain', 'onnx_export', 'onnx_fp16', 'openvino_convert', 'quantize', 'tensorrt_build',
-         'calibration')
+         'calibration', 'openvino_u8_input', 'onnx_u8_input')
 
 
 def _imports(path: Path) -> list[str]:

@@ -402,3 +402,54 @@ def test_rocm_provider_points_to_migraphx(config):
     with pytest.raises(RunnerError, match="'ROCMExecutionProvider' is not available in this "
                                           'ONNX Runtime build'):
         provider_candidates('rocm', [CPU], '1.22.0')
+
+
+def test_gpu_providers_get_the_u8_graph_and_the_cpu_the_float_one(monkeypatch, config,
+                                                                  engine_cache_dir):
+    """CUDA and TensorRT EP sessions load the chain's u8-input graph (artifacts/onnx_u8_input:
+    a quarter of the upload); TensorRT's profile and engine folder are the u8 graph's. The CPU
+    provider keeps the float graph and the chain makes no twin for it."""
+    calls = _fake_providers(monkeypatch, [TENSORRT, CUDA, CPU],
+                            {TENSORRT: 'proxy', CUDA: 'proxy'})
+    monkeypatch.setattr(onnx_providers, 'tensorrt_library_version', lambda: '10.3.0')
+    float_trt = create_runner(replace(config, execution_provider='tensorrt'))
+    float_trt.unload()
+    float_options = calls.sessions[-1][1][0]
+    for provider, name in ((CUDA, 'cuda'), (TENSORRT, 'tensorrt')):
+        runner = create_runner(replace(config, execution_provider=name), u8_input=True)
+        try:
+            assert runner.supports_u8_input and runner.dynamic_shapes
+            assert runner.model_input_shape() == (1, 3, None, None)
+            assert runner.describe()['input'] == 'u8 NHWC bgr, pre-processing in the model'
+            assert calls[-1][0] == provider and calls[-1][1] == \
+                runner.config.artifact.u8.data
+            out = runner.infer(np.zeros((1, 480, 640, 3), np.uint8))[0]
+            assert out.shape == (1, 84, 6300)
+        finally:
+            runner.unload()
+    options = calls.sessions[-1][1][0]
+    assert (options['trt_profile_min_shapes'], options['trt_profile_max_shapes']) == (
+        'images_u8:1x32x32x3', 'images_u8:1x640x640x3')
+    assert options['trt_engine_cache_path'] != float_options['trt_engine_cache_path']
+    runner = create_runner(replace(config, execution_provider='cpu'), u8_input=True)
+    try:
+        assert not runner.supports_u8_input and runner.config.artifact.u8 is None
+        assert runner.describe()['input'] == 'float32 NCHW'
+    finally:
+        runner.unload()
+
+
+def test_cuda_at_fp16_gets_the_u8_twin_of_the_fp16_graph(monkeypatch, config):
+    """fp16 on CUDA runs the converted graph: its own u8 twin (float32 until the cast inside)."""
+    calls = _fake_providers(monkeypatch, [CUDA, CPU], {CUDA: 'proxy'})
+    runner = create_runner(replace(config, execution_provider='cuda', precision='fp16'),
+                           u8_input=True)
+    try:
+        artifact = runner.config.artifact
+        assert artifact.fp16 is not None and artifact.fp16_u8 is not None
+        assert runner.supports_u8_input and calls[-1][1] == artifact.fp16_u8.data
+        assert artifact.fp16_u8.data != artifact.u8.data
+        out = runner.infer(np.zeros((1, 640, 640, 3), np.uint8))[0]
+        assert out.shape == (1, 84, 8400) and out.dtype == np.float32
+    finally:
+        runner.unload()
