@@ -59,6 +59,9 @@ MAX_DEVICE_INDEX = 255
 #: pixel bound.
 MAX_IMAGE_PIXELS = 8192 * 8192
 MAX_IMAGE_BYTES = 256 << 20
+#: Longest string (``frame_id``, ``encoding``, ``format``) read from a serialized image
+#: message, in bytes; its ``data`` is bounded by ``MAX_IMAGE_BYTES``.
+MAX_CDR_STRING_BYTES = 4096
 #: Largest file an engine-cache entry may list (bytes), largest ``entry.json``, most files.
 MAX_CACHE_FILE_BYTES = 8 << 30
 MAX_ENTRY_JSON_BYTES = 1 << 20

@@ -14,7 +14,7 @@ The stages, in the order a frame meets them (:data:`STAGES`):
 * ``dds_in``      - the sender's write → DDS delivered the image to the node (source and
                     reception timestamps of the middleware, the system clock);
 * ``receive``     - DDS delivery → the subscription callback (the executor's wake-up,
-                    rclpy's take and deserialisation into a Python message);
+                    rclpy's take of the serialized bytes and their reading, :mod:`.ros.cdr`);
 * ``handoff``     - the callback → the inference thread starts on the frame;
 * ``convert``     - message → image array (a view, a camera-encoding conversion, a decode);
 * ``preprocess``, ``inference``, ``postprocess`` - the model's task and runner;

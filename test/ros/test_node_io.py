@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 rclpy = pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
@@ -116,6 +117,37 @@ def test_compressed_input_and_bad_compressed_data(model_dir, engine_cache_dir, a
             bad.publish(msg)
             assert h.node.wait_for_output(text, 30.0), text
         camera = start_camera(assets / 'bus.jpg', 30, 10.0, '/camera/image_raw', '--compressed')
+        got = answers.get(30.0)
+        _stop(camera)
+        assert got is not None and len(got.detections) >= 4
+        assert h.node.alive()
+    finally:
+        h.close()
+
+
+def test_malformed_image_bytes_are_one_line_and_the_node_goes_on(
+        model_dir, engine_cache_dir, assets):
+    """Serialized Image bytes cut short or with a forged data length (a broken or hostile
+    publisher) are refused in one counted line naming the message, not dropped unseen; the
+    next good frame gives detections."""
+    from rclpy.serialization import serialize_message
+
+    from vision_nodes.ros.image_input import numpy_to_image
+
+    h = Harness(_params(model_dir, engine_cache_dir), 'vn_cdr')
+    try:
+        c = h.client
+        answers = c.subscribe(Detection2DArray, '/detections', 50)
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        bad = c.publisher(Image, '/image', 10)
+        assert wait_for(lambda: bad.get_subscription_count() == 1, 30.0)
+        good = serialize_message(numpy_to_image(np.zeros((8, 8, 3), np.uint8), 'bgr8'))
+        forged = good[:44] + (2 ** 31).to_bytes(4, 'little') + good[48:]
+        for data, text in ((good[:30], 'encoding claims 5 B'), (forged, 'data claims')):
+            bad.publish(data)
+            assert h.node.wait_for_output(text, 30.0), text
+        assert h.node.wait_for_output('malformed serialized sensor_msgs/Image', 1.0)
+        camera = _camera(assets, 30, rate=10.0)
         got = answers.get(30.0)
         _stop(camera)
         assert got is not None and len(got.detections) >= 4

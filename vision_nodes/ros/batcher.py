@@ -151,6 +151,10 @@ class FrameBatcher:
                 self.cameras[index].stats.on_processed(latency, processing)
                 self._frames.stats.on_processed(latency, processing)
 
+    def error_from(self, index: int) -> Callable[[str], None]:
+        """Return what counts and logs an error about one of camera ``index``'s frames."""
+        return functools.partial(self._error, index)
+
     def _error(self, index: int, text: str) -> None:
         """Count an error on the camera's entry and the node's; log it (rate-limited)."""
         self.cameras[index].stats.on_error(text)

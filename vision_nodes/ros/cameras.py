@@ -27,8 +27,9 @@ class CameraInputs:
         self._param = param
         #: One input per camera, in ``image_topics`` order.
         self.inputs = [ImageInput(node, camera.callback, param, log_error, camera.gate,
-                                  topic=topic)
-                       for camera, topic in zip(self.batcher.cameras, topics)]
+                                  topic=topic, on_error=self.batcher.error_from(index))
+                       for index, (camera, topic) in enumerate(zip(self.batcher.cameras,
+                                                                   topics))]
         self.transport = self.inputs[0].transport
         self.topic_name = ', '.join(i.topic_name for i in self.inputs)
 

@@ -6,7 +6,9 @@ nearest its own within ``depth_slop`` seconds, waiting up to that long for one s
 way (``message_filters`` is not available everywhere the node runs, and one pairing rule for
 one pair of topics needs no more than this). The subscription's QoS is chosen at activation
 as the image's ``qos_reliability: auto`` chooses it (reliable unless a publisher present then
-is best effort).
+is best effort). The subscription is raw, read in place like the image's (:mod:`.cdr`): the
+depth pixels stay in the bytes rclpy took, and bytes that are not a well-formed ``Image``
+are refused in one (throttled) log line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from sensor_msgs.msg import Image
 
 from ..images import ImageConversionError
 from ..limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+from .cdr import CdrError, read_image
 from .qos import choose_qos
 
 #: Depth images kept for pairing (a few frames of a 30 Hz camera).
@@ -76,11 +79,17 @@ class DepthTopic:
                             self.topic_name)
         node.get_logger().info(f'depth_topic: {choice.reason}')
         self._sub = node.endpoints.subscription(Image, topic, self._on_depth, choice.profile,
-                                                label='depth_topic')
+                                                label='depth_topic', raw=True)
         #: Whether any depth image arrived since activation.
         self.heard = False
 
-    def _on_depth(self, msg: Any) -> None:
+    def _on_depth(self, data: bytes) -> None:
+        try:
+            msg = read_image(data)
+        except CdrError as exc:
+            self._node.get_logger().error(f'depth_topic: skipping depth image: {exc}',
+                                          throttle_duration_sec=5.0)
+            return
         with self._arrived:
             self._images.append((stamp_ns(msg.header.stamp), msg))
             self.heard = True

@@ -8,6 +8,11 @@ publishers it cannot hear through rclpy's incompatible-QoS event, which otherwis
 silently ("no detections"). :meth:`ImageInput.update` (a 2 Hz timer while active) keeps it as
 it should be: subscribed only while an output has a subscriber in lazy mode, re-subscribed
 when ``qos_reliability: auto`` sees a publisher the current QoS cannot reach.
+
+The subscription is raw: rclpy hands over the message's serialized bytes, which
+:mod:`.cdr` reads in place (the pixels stay where rclpy put them, no message object is built),
+and the callback gets an object with the typed message's fields. Bytes that are not a
+well-formed message are refused there, in one line, like any other bad image.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image
 
 from ..text import clip
+from . import compat
+from .cdr import CdrError, read_compressed, read_image
 from .compressed_input import compressed_topic
 from .qos import choose_qos, explain_silence, review_qos, subscription_qos
 
@@ -32,10 +39,15 @@ class ImageInput:
 
     def __init__(self, node: Any, callback: Callable[..., None], param: Callable[[str], Any],
                  log_error: Callable[[str], None], callback_group: Any = None,
-                 topic: str = 'image') -> None:
-        """Subscribe (later) to ``topic``: ``image`` (remappable), or one of ``image_topics``."""
+                 topic: str = 'image', on_error: Callable[[str], None] | None = None) -> None:
+        """Subscribe (later) to ``topic``: ``image`` (remappable), or one of ``image_topics``.
+
+        ``callback`` takes each frame (and its message info where rclpy gives it); ``on_error``
+        (default ``log_error``) counts and logs a frame whose bytes are refused.
+        """
         self._node = node
         self._callback = callback
+        self._on_error = on_error or log_error
         self._group = callback_group
         self._param = param
         self._log_error = log_error
@@ -45,9 +57,11 @@ class ImageInput:
         if transport == 'compressed':
             self.msg_type, self._name = CompressedImage, compressed_topic(node, topic)
             self.type_name = 'sensor_msgs/msg/CompressedImage'
+            self._read = read_compressed
         else:
             self.msg_type, self._name = Image, topic
             self.type_name = 'sensor_msgs/msg/Image'
+            self._read = read_image
         #: The topic subscribed: the name resolved as rcl resolves it (remapping applied).
         self.topic_name = node.resolve_topic_name(self._name)
         #: How errors name this input: the name its remap rule takes (also for compressed).
@@ -65,10 +79,31 @@ class ImageInput:
         """(Re)create the subscription with this QoS."""
         self.unsubscribe()
         events = SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible_qos)
+        take = self._take_with_info if compat.MESSAGE_INFO else self._take
         self._sub = self._node.endpoints.subscription(
-            self.msg_type, self._name, self._callback, qos, label=self.label,
-            event_callbacks=events, callback_group=self._group)
+            self.msg_type, self._name, take, qos, label=self.label,
+            event_callbacks=events, callback_group=self._group, raw=True)
         self.qos = qos
+
+    def _frame(self, data: bytes) -> Any:
+        """Return the frame read from its serialized bytes, or None once they are refused."""
+        try:
+            return self._read(data)
+        except CdrError as exc:
+            self._on_error(f'skipping image: {exc}')
+            return None
+
+    def _take(self, data: bytes) -> None:
+        """Hand the frame in ``data`` on (rclpy without message info)."""
+        msg = self._frame(data)
+        if msg is not None:
+            self._callback(msg)
+
+    def _take_with_info(self, data: bytes, info: Any) -> None:
+        """Hand the frame in ``data`` on with its message info (sequence numbers, DDS times)."""
+        msg = self._frame(data)
+        if msg is not None:
+            self._callback(msg, info)
 
     def unsubscribe(self) -> None:
         """Destroy the subscription (idempotent)."""

@@ -22,7 +22,7 @@ from sensor_msgs.msg import CameraInfo, Image
 from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 from ...tasks.depth import DepthParams, DepthResult
-from .depth_messages import camera_info_for, colored_to_msg, depth_to_msg
+from .depth_messages import camera_info_for, colored_to_cdr, depth_to_cdr
 
 #: Depth images are frame-sized: keep only the newest one queued.
 IMAGES = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
@@ -100,10 +100,10 @@ class DepthOutputs:
 
     def publish(self, result: DepthResult, header: Any, frame: Any = None) -> None:
         """Publish one frame's depth image, and the extras someone listens to."""
-        self._depth.publish(depth_to_msg(result, header))
+        self._depth.publish(depth_to_cdr(result, header))
         if self._colored.get_subscription_count() > 0:
             rgb = self._task.colorize(result, self._params)
-            self._colored.publish(colored_to_msg(rgb, header))
+            self._colored.publish(colored_to_cdr(rgb, header))
         info = self._latest_info
         if self._info_in is not None and info is not None:
             try:

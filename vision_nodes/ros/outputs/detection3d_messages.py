@@ -1,4 +1,4 @@
-"""Detections with 3D boxes → ``vision_msgs/Detection3DArray``."""
+"""Detections with 3D boxes → ``vision_msgs/Detection3DArray``: the message, or its CDR bytes."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from vision_msgs.msg import Detection3D, Detection3DArray, ObjectHypothesisWithP
 
 from ...geometry3d import Boxes3D
 from ...tasks.detect import Detections
+from .detection3d_cdr import encode_detection3d_array
 
 
 def detections_3d_to_msg(dets: Detections, boxes: Boxes3D, header) -> Detection3DArray:
@@ -38,3 +39,14 @@ def detections_3d_to_msg(dets: Detections, boxes: Boxes3D, header) -> Detection3
         detections.append(det)
     out.detections = detections
     return out
+
+
+def detections_3d_to_cdr(dets: Detections, boxes: Boxes3D, header) -> bytes:
+    """Return :func:`detections_3d_to_msg`'s message serialised for ``Publisher.publish``."""
+    ids = dets.ids()
+    index = boxes.index.tolist()
+    classes = dets.class_ids.tolist()
+    return encode_detection3d_array(
+        header.stamp.sec, header.stamp.nanosec, header.frame_id,
+        [str(classes[i]) for i in index], dets.scores.astype(float)[boxes.index],
+        boxes.centers, boxes.sizes, [ids[i] for i in index])

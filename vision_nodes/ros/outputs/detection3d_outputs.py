@@ -22,7 +22,7 @@ from ...tasks.detect import Detections
 from ...text import clip
 from ..camera_names import camera_sibling
 from ..depth_topic import DepthTopic, depth_view
-from .detection3d_messages import detections_3d_to_msg
+from .detection3d_messages import detections_3d_to_cdr
 from .detection_switches import DetectionSwitches
 
 #: A best-effort subscription hears reliable and best-effort camera_info publishers alike.
@@ -169,7 +169,7 @@ class Detection3DOutputs:
         self.published += 1
         self.state = 'publishing'
 
-        self._pub.publish(detections_3d_to_msg(dets, boxes, header))
+        self._pub.publish(detections_3d_to_cdr(dets, boxes, header))
 
     def diagnostics(self, prefix: str) -> dict[str, str]:
         """Key/values for the node's status."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, ClassVar, Mapping
 
+import numpy as np
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
 from std_msgs.msg import Header
@@ -25,7 +26,7 @@ from ...tasks.detect import DetectionParams, Detections
 from ...text import clip
 from ...tracking import Tracking, TrackerConfigError
 from ..depth_topic import stamp_ns
-from ..image_input import numpy_to_image
+from ..cdr import encode_image
 from .detection3d_outputs import Detection3DOutputs
 from .detection_messages import detections_to_cdr
 from .detection_switches import SWITCHES, DetectionSwitches
@@ -171,7 +172,7 @@ class DetectionOutputs:
             picture = draw(bgr, result.boxes, result.scores, result.class_ids, self._labels,
                            result.track_ids, labels.get(), getattr(result, 'keypoints', None),
                            getattr(result, 'skeleton', ()))
-            annotated.publish(numpy_to_image(picture, 'bgr8', header))
+            annotated.publish(encode_image(np.ascontiguousarray(picture), 'bgr8', header))
 
     def _publish_instances(self, result: Detections, header: Any) -> None:
         """Publish what a subclass adds per detection (masks, keypoints), with the same ids."""

@@ -15,7 +15,7 @@ from vision_nodes_msgs.msg import Keypoints2DArray
 from ...pipeline import LoadedModel
 from ...tasks.instances import PoseResult
 from .detection_outputs import DetectionOutputs
-from .pose_messages import keypoints_to_msg
+from .pose_messages import keypoints_to_cdr
 
 
 class PoseOutputs(DetectionOutputs):
@@ -42,7 +42,7 @@ class PoseOutputs(DetectionOutputs):
 
     def _publish_instances(self, result: PoseResult, header: Any) -> None:
         """Publish the keypoints, each Keypoints2D with its detection's id."""
-        self._keypoints.publish(keypoints_to_msg(result, header, result.ids()))
+        self._keypoints.publish(keypoints_to_cdr(result, header, result.ids()))
 
     def destroy(self) -> None:
         """Destroy the publishers."""

@@ -17,7 +17,7 @@ from ...pipeline import LoadedModel
 from ...tasks.instances import SegmentResult
 from .depth_outputs import IMAGES
 from .detection_outputs import DetectionOutputs
-from .segment_messages import instance_mask_to_msg
+from .segment_messages import instance_mask_to_cdr
 
 
 class SegmentOutputs(DetectionOutputs):
@@ -45,7 +45,7 @@ class SegmentOutputs(DetectionOutputs):
     def _publish_instances(self, result: SegmentResult, header: Any) -> None:
         """Publish the instance mask, if wanted (pixel = 1 + index in ``detections``)."""
         if self._mask.get_subscription_count() > 0:
-            self._mask.publish(instance_mask_to_msg(result, header))
+            self._mask.publish(instance_mask_to_cdr(result, header))
 
     def destroy(self) -> None:
         """Destroy the publishers."""
