@@ -34,6 +34,9 @@ class OpenVinoPlan:
     device: OpenVinoDevice
     #: Device type -> INFERENCE_PRECISION_HINT at the resolved precision.
     inference_types: dict[str, str] = field(default_factory=dict)
+    #: Requests run side by side: on a CPU with batches of several cameras' frames, one per
+    #: frame up to the cores (:func:`cpu_streams`); else 1 (one request using every core).
+    streams: int = 1
 
     @property
     def families(self) -> list[str]:
@@ -51,8 +54,11 @@ class OpenVinoPlan:
             return ', '.join(f'{f}: {t}' for f, t in self.inference_types.items())
         return self.inference_types[OpenVinoDevice.family(self.device.name)]
 
-    def properties(self, cache_dir: Any = None) -> dict[str, Any]:
+    def properties(self, cache_dir: Any = None, streams: int = 1) -> dict[str, Any]:
         """Compile settings: one stream, one request using all cores, the precision's type.
+
+        With ``streams`` > 1 (:attr:`streams`: a CPU serving several cameras) that many
+        streams share the cores, each running one frame.
 
         On a CPU the inference threads are not pinned to cores: a robot's CPU also runs the
         camera driver, DDS and other nodes, and a pinned thread waits for its busy core
@@ -67,7 +73,9 @@ class OpenVinoPlan:
                                               'NUM_STREAMS': 1} for f, p in per_device.items()}
         else:
             props.update(per_device[OpenVinoDevice.family(self.device.name)])
-            props['NUM_STREAMS'] = 1
+            props['NUM_STREAMS'] = streams
+            if streams > 1:
+                props['PERFORMANCE_HINT'] = 'THROUGHPUT'
         if cache_dir is not None and self.compile_cache:
             props['CACHE_DIR'] = str(cache_dir)
         return props
@@ -124,8 +132,22 @@ def plan(config: RunnerConfig) -> OpenVinoPlan:
         facts.check_available(device)
     except DeviceError as exc:
         raise RunnerError(str(exc)) from None
-    return OpenVinoPlan(device, {f: inference_type(config.precision, f)
-                                 for f in facts.families(device)})
+    families = facts.families(device)
+    return OpenVinoPlan(device, {f: inference_type(config.precision, f) for f in families},
+                        cpu_streams(config, families, device.virtual))
+
+
+def cpu_streams(config: RunnerConfig, families: list[str], virtual: bool) -> int:
+    """Return the streams for a CPU running batches: one per frame, at most one per core.
+
+    On a CPU a dynamic batch axis makes every request slower and one request does not keep
+    every core busy; a batch's frames run faster as single-frame requests side by side on
+    streams of their own (docs/benchmarks.md, several cameras). 1 where ``max_batch`` is 1,
+    on GPUs (one batched request) and on virtual devices.
+    """
+    if virtual or list(families) != ['CPU'] or config.manifest.max_batch <= 1:
+        return 1
+    return max(1, min(int(config.manifest.max_batch), cpu_info().logical_cores))
 
 
 def artifact_options(config: RunnerConfig) -> dict[str, bool]:

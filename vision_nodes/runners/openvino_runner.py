@@ -40,6 +40,8 @@ class OpenVinoRunner(Runner):
         #: Compiled model and infer request per input shape (height, width).
         self._compiled: collections.OrderedDict[tuple[int, int], tuple[Any, Any]] = \
             collections.OrderedDict()
+        #: Per compiled shape, requests for a batch's frames side by side (plan.streams > 1).
+        self._queues: dict[Any, Any] = {}
         #: Which artifact runs: 'ir' (converted), 'int8-ir' (quantized) or 'weights'.
         self.artifact = ''
         self.model_path: Path | None = None
@@ -113,10 +115,12 @@ class OpenVinoRunner(Runner):
             raise RunnerError(f'this model only takes input shape '
                               f'{tuple(self.config.manifest.input_size)}, not {tuple(shape)}')
         model = (self._u8_model() if u8 else self._model).clone()
+        side_by_side = self.plan.streams > 1  # a batch's frames run one per stream
         if self.dynamic_shapes or self.max_batch > 1:
             import openvino as ov
 
-            batch = ov.Dimension(1, self.max_batch) if self.max_batch > 1 else 1
+            batch = ov.Dimension(1, self.max_batch) if self.max_batch > 1 and \
+                not side_by_side else 1
             size = shape if self.dynamic_shapes else self.config.manifest.input_size
             dims = [int(size[0]), int(size[1])]
             model.reshape({model.inputs[0]: ov.PartialShape(
@@ -128,9 +132,11 @@ class OpenVinoRunner(Runner):
             raise RunnerError(f'OpenVINO cannot compile the model for {device}: '
                               f'{clip(str(exc), 400)}') from exc
         request = compiled.create_infer_request()
+        if side_by_side:  # single frames keep the one-stream model using every core
+            self._queues[key] = self._stream_queue(model, device)
         self._compiled[key] = (compiled, request)
         while len(self._compiled) > MAX_COMPILED_SHAPES:
-            self._compiled.popitem(last=False)
+            self._queues.pop(self._compiled.popitem(last=False)[0], None)
         return request
 
     def prepare_shape(self, shape: tuple[int, int]) -> None:
@@ -146,11 +152,42 @@ class OpenVinoRunner(Runner):
         """Run (N, 3, H, W) float32 tensors, or (N, H, W, 3) u8 bgr images (``takes_u8``)."""
         u8 = tensor.dtype == np.uint8
         size = tensor.shape[1:3] if u8 else tensor.shape[2:4]
-        request = self._compiled_for((int(size[0]), int(size[1])), u8)
+        shape = (int(size[0]), int(size[1]))
+        request = self._compiled_for(shape, u8)
+        queue = self._queues.get((*shape, 'u8') if u8 else shape)
+        if queue is not None and tensor.shape[0] > 1:
+            return self._side_by_side(queue, tensor)
         result = request.infer({0: tensor}, share_inputs=True, share_outputs=False)
         return list(result.to_tuple())
 
+    def _stream_queue(self, model: Any, device: str) -> Any:
+        """Compile ``model`` once more on the plan's streams; return its request queue."""
+        import openvino as ov
+
+        try:
+            compiled = facts.core().compile_model(
+                model, device, self.plan.properties(self.config.artifact.compile_cache,
+                                                    self.plan.streams))
+        except RuntimeError as exc:
+            raise RunnerError(f'OpenVINO cannot compile the model for {device} on '
+                              f'{self.plan.streams} streams: {clip(str(exc), 400)}') from exc
+        return ov.AsyncInferQueue(compiled, self.plan.streams)
+
+    @staticmethod
+    def _side_by_side(queue: Any, tensor: np.ndarray) -> list[np.ndarray]:
+        """Run each frame of ``tensor`` as its own request, the plan's streams side by side."""
+        frames: list[Any] = [None] * tensor.shape[0]
+
+        def done(request: Any, index: int) -> None:
+            frames[index] = [out.data.copy() for out in request.output_tensors]
+        queue.set_callback(done)
+        for index in range(tensor.shape[0]):
+            queue.start_async({0: tensor[index:index + 1]}, index, share_inputs=True)
+        queue.wait_all()
+        return [np.concatenate([frame[i] for frame in frames]) for i in range(len(frames[0]))]
+
     def _unload(self) -> None:
+        self._queues.clear()
         self._compiled.clear()
         self._u8 = None
         self._model = None

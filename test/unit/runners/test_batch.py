@@ -88,6 +88,26 @@ def test_onnx_cpu_sessions_plan_no_memory_pattern(batched):
     assert options.enable_cpu_mem_arena is True
 
 
+def test_openvino_on_a_cpu_runs_a_batch_on_streams_side_by_side(batched, frames):
+    """OpenVINO on a CPU: static single-frame requests on one stream per core (up to the
+    batch) run a batch's frames side by side; a lone frame keeps the one-stream model."""
+    if batched.runner.describe()['backend'] != 'openvino':
+        pytest.skip('OpenVINO only')
+    from vision_nodes.platform.cpu import cpu_info
+
+    plan = batched.runner.plan
+    assert plan.streams == min(3, cpu_info().logical_cores)
+    assert plan.properties(None)['NUM_STREAMS'] == 1
+    if plan.streams > 1:
+        assert plan.properties(None, plan.streams)['NUM_STREAMS'] == plan.streams
+        bus = frames[0]
+        together = batched.process_batch([bus] * 3, PARAMS)
+        assert batched.runner._queues  # the batch ran on the streams' requests
+        alone = batched.process(*bus, PARAMS)
+        for result in together:
+            assert_same_detections(result, alone, min_score=0.3, min_iou=0.99)
+
+
 def test_each_frames_pre_and_post_processing_run_on_the_frame_pool(batched, frames):
     """A batch's frames are prepared and decoded on the pool's threads (side by side where
     the machine has cores for it), not one after the other on the caller's; results are the
