@@ -29,7 +29,6 @@ Exits 1 when a batched frame's detections differ from its single process's, 0 ot
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import shutil
 import subprocess
@@ -204,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{'no CUDA device' if args.backend == 'cuda' else 'cannot run'}: {no_gpu}; "
               'nothing measured')
         report['reason'] = no_gpu
-        _write_json(args.json, report)
+        gpu_check._write_json(args.json, report)
         return 0
     images = gpu_check.load_images(gpu_check.bundled_images())
     image = next(iter(images.values()))
@@ -245,14 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           'mismatches': problems}
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    _write_json(args.json, report)
+    gpu_check._write_json(args.json, report)
     return 1 if differs else 0
-
-
-def _write_json(path: Path | None, report: dict[str, Any]) -> None:
-    if path is not None:
-        path.write_text(json.dumps(report, indent=2) + '\n')
-        print(f'wrote {path}')
 
 
 if __name__ == '__main__':

@@ -30,6 +30,7 @@ from .cache import CacheEntry, CacheError, ArtifactCache
 from ..images import U8_INPUT_ORDER
 from ..manifest import Preprocessing
 from ..text import clip
+from .types import embedded_preprocessing
 
 #: Bump whenever the embedded pre-processing would change for the same inputs.
 ONNX_U8_STEP_VERSION = 1
@@ -49,11 +50,7 @@ def onnx_u8_fields(parent_sha256: str, prep: Preprocessing) -> dict[str, Any]:
         'parent_onnx_sha256': parent_sha256,
         'onnx': onnx.__version__,
         'step': f'vision_nodes-onnx-u8-input/{ONNX_U8_STEP_VERSION}',
-        'tensor': f'u8 NHWC {TENSOR_ORDER}',
-        'color_order': prep.color_order,
-        'scale': float(prep.scale),
-        'mean': [float(v) for v in prep.mean],
-        'std': [float(v) for v in prep.std],
+        **embedded_preprocessing(prep),
     }
 
 

@@ -28,6 +28,7 @@ from .cache import CacheEntry, ArtifactCache
 from .openvino_convert import IR_BIN, IR_XML, openvino_version
 from ..images import U8_INPUT_ORDER
 from ..manifest import ModelManifest, Preprocessing
+from .types import embedded_preprocessing
 
 #: Bump whenever the embedded pre-processing would change for the same inputs.
 U8_INPUT_VERSION = 1
@@ -42,11 +43,7 @@ def u8_input_fields(parent_sha256: str, prep: Preprocessing) -> dict[str, Any]:
         'parent_sha256': parent_sha256,
         'openvino': openvino_version(),
         'step': f'vision_nodes-u8-input/{U8_INPUT_VERSION}',
-        'tensor': f'u8 NHWC {TENSOR_ORDER}',
-        'color_order': prep.color_order,
-        'scale': float(prep.scale),
-        'mean': [float(v) for v in prep.mean],
-        'std': [float(v) for v in prep.std],
+        **embedded_preprocessing(prep),
     }
 
 

@@ -10,18 +10,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..limits import MAX_TENSORRT_WORKSPACE_BYTES
 
 if TYPE_CHECKING:  # pragma: no cover - types only
-    from ..manifest import ModelManifest
+    from ..manifest import ModelManifest, Preprocessing
     from ..platform.cuda import GpuInfo
     from .cache import CacheEntry
 
 #: Shape profile: (min, opt, max), each an NCHW shape.
 Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 Log = Callable[[str], None]
+
+
+def embedded_preprocessing(prep: 'Preprocessing') -> dict[str, Any]:
+    """Return the cache-key fields of pre-processing embedded in a model (u8 NHWC input)."""
+    from ..images import U8_INPUT_ORDER
+
+    return {'tensor': f'u8 NHWC {U8_INPUT_ORDER}', 'color_order': prep.color_order,
+            'scale': float(prep.scale), 'mean': [float(v) for v in prep.mean],
+            'std': [float(v) for v in prep.std]}
 
 
 def engine_file_name(model: str, precision: str) -> str:

@@ -270,20 +270,6 @@ def test_openvino_refuses_an_ultralytics_nms_free_seg_onnx_in_one_line(
     assert '\n' not in text and len(text) < 600
 
 
-@pytest.fixture
-def fake_trt(monkeypatch):
-    """A fake TensorRT and CUDA runtime (test/fake_tensorrt.py): the engine runs the ONNX."""
-    import sys
-
-    from fake_tensorrt import make_fake_cudart, make_fake_tensorrt
-
-    rt = make_fake_cudart([{'name': 'NVIDIA Fake RTX 4090', 'cc': (8, 9), 'memory': 24 << 30}])
-    monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', rt)
-    trt = make_fake_tensorrt(rt)
-    monkeypatch.setitem(sys.modules, 'tensorrt', trt)
-    return trt
-
-
 @pytest.mark.parametrize('task', TASKS)
 def test_tensorrt_engine_runs_the_rows(fake_trt, pipelines, weights, images, engine_cache_dir,
                                        task):

@@ -251,20 +251,6 @@ def test_openvino_int8_keeps_masks_and_keypoints(pipelines, images, model_dir, e
         int8.close()
 
 
-@pytest.fixture
-def fake_trt(monkeypatch):
-    """A fake TensorRT and CUDA runtime (test/fake_tensorrt.py): the engine runs the ONNX."""
-    import sys
-
-    from fake_tensorrt import make_fake_cudart, make_fake_tensorrt
-
-    rt = make_fake_cudart([{'name': 'NVIDIA Fake RTX 4090', 'cc': (8, 9), 'memory': 24 << 30}])
-    monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', rt)
-    trt = make_fake_tensorrt(rt)
-    monkeypatch.setitem(sys.modules, 'tensorrt', trt)
-    return trt
-
-
 @pytest.mark.parametrize('task', MODELS)
 def test_tensorrt_engine_keeps_the_extra_outputs(fake_trt, pipelines, images, model_dir,
                                                  engine_cache_dir, task):
