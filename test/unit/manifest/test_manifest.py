@@ -553,7 +553,7 @@ def test_tiny_detector_model_runs(tmp_path: Path) -> None:
     (dict(names=['a', 'b', 'c', 'd']), dict(), ManifestError,
      r"the model's own metadata lists 4 class names but the model scores 3 classes"),
     (dict(classifier=True), dict(), ManifestError,
-     r'the model outputs 1x3, not a detector output \(1, 4 \+ classes, anchors\)'),
+     r'the model outputs 1x3, not a detector output: \(1, 4 \+ classes, anchors\)'),
     (dict(input_shape=(1, 3, 32, 32)), dict(), 'RunnerError',
      r'takes input 1x3x32x32 but the manifest says `input_size: \[64, 64\]`: set '
      r'`input_size: \[32, 32\]`'),
