@@ -1,6 +1,7 @@
-"""Why a launch_testing test of vision_nodes cannot run here (None: it can).
+"""What the launch_testing tests of vision_nodes share: why one cannot run here (None: it
+can), and the ROS graph of its own that each test runs in.
 
-Not a test module: the launch tests that start ``vision_node`` with yolov8n import it.
+Not a test module: the launch tests that start ``vision_node`` import it.
 """
 
 from __future__ import annotations
@@ -24,3 +25,11 @@ def skip_reason() -> str | None:
     if not any(f and os.path.isfile(os.path.join(f, 'yolov8n.pt')) for f in folders):
         return 'yolov8n.pt not found: set VISION_NODES_MODEL_DIR to a folder holding it'
     return None
+
+
+def isolate_ros_graph(domain_id: int) -> None:
+    """Own DDS domain, localhost discovery: for the launched node and this test process."""
+    os.environ['ROS_DOMAIN_ID'] = str(domain_id)
+    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
+    os.environ.setdefault('YOLO_OFFLINE', '1')
+    os.environ.setdefault('YOLO_CONFIG_DIR', '/tmp/vision_nodes_test_yolo')

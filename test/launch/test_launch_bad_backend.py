@@ -43,6 +43,7 @@ except ImportError:
 
 import rclpy  # noqa: E402
 
+from launch_skip import isolate_ros_graph  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect.launch.py'
@@ -98,10 +99,7 @@ LAUNCH_LOG = _Capture()
 @unittest.skipIf(SKIP_REASON is not None, str(SKIP_REASON))  # for the launch_test runner
 def generate_test_description():
     """detect.launch.py with a backend the model does not list, strict_backend, autostart."""
-    os.environ['ROS_DOMAIN_ID'] = str(DOMAIN_ID)
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    os.environ.setdefault('YOLO_OFFLINE', '1')
-    os.environ.setdefault('YOLO_CONFIG_DIR', '/tmp/vision_nodes_test_yolo')
+    isolate_ros_graph(DOMAIN_ID)
     logging.getLogger('launch.user').addHandler(LAUNCH_LOG)
     detect = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(LAUNCH_FILE)),

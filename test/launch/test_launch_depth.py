@@ -13,7 +13,6 @@ yolov8n weights; skipped with the reason otherwise.
 
 from __future__ import annotations
 
-import os
 import random
 import tempfile
 import time
@@ -41,7 +40,7 @@ from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from depth_weights import depth_anything_folder, tiny_manifest  # noqa: E402
-from launch_skip import skip_reason  # noqa: E402
+from launch_skip import isolate_ros_graph, skip_reason  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect_depth.launch.py'
@@ -65,9 +64,7 @@ def _depth_manifest() -> str:
 @unittest.skipIf(SKIP_REASON is not None, str(SKIP_REASON))  # for the launch_test runner
 def generate_test_description():
     """detect_depth.launch.py with yolov8n and a depth model, backend onnx, autostart."""
-    os.environ['ROS_DOMAIN_ID'] = str(DOMAIN_ID)
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    os.environ.setdefault('YOLO_OFFLINE', '1')
+    isolate_ros_graph(DOMAIN_ID)
     models = f'[yolov8n, {_depth_manifest()}]'
     both = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(LAUNCH_FILE)),

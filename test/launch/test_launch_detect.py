@@ -34,7 +34,6 @@ with the reason.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 import unittest
@@ -60,7 +59,7 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile,  # noqa: E40
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
-from launch_skip import skip_reason  # noqa: E402
+from launch_skip import isolate_ros_graph, skip_reason  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect.launch.py'
@@ -76,14 +75,6 @@ LATCHED = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
 
 
 SKIP_REASON = skip_reason()
-
-
-def isolate_ros_graph(domain_id: int) -> None:
-    """Own DDS domain, localhost discovery: for the launched node and this test process."""
-    os.environ['ROS_DOMAIN_ID'] = str(domain_id)
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    os.environ.setdefault('YOLO_OFFLINE', '1')
-    os.environ.setdefault('YOLO_CONFIG_DIR', '/tmp/vision_nodes_test_yolo')
 
 
 @pytest.mark.launch_test

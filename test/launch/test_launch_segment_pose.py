@@ -13,7 +13,6 @@ How to run: as ``test_launch_detect.py`` (an ament prefix with vision_nodes, lau
 
 from __future__ import annotations
 
-import os
 import random
 import time
 import unittest
@@ -38,7 +37,7 @@ import rclpy  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
-from launch_skip import skip_reason  # noqa: E402
+from launch_skip import isolate_ros_graph, skip_reason  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect.launch.py'
@@ -59,9 +58,7 @@ if SKIP_REASON is None:
 @unittest.skipIf(SKIP_REASON is not None, str(SKIP_REASON))  # for the launch_test runner
 def generate_test_description():
     """detect.launch.py with both test models, backend:=onnx and autostart."""
-    os.environ['ROS_DOMAIN_ID'] = str(DOMAIN_ID)
-    os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
-    os.environ.setdefault('YOLO_OFFLINE', '1')
+    isolate_ros_graph(DOMAIN_ID)
     included = IncludeLaunchDescription(
         PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
         launch_arguments={'models': '[yolov8n_seg,yolov8n_pose]', 'backend': 'onnx',
