@@ -1,5 +1,6 @@
-"""What the launch_testing tests of vision_nodes share: why one cannot run here (None: it
-can), and the ROS graph of its own that each test runs in.
+"""What the launch_testing tests of vision_nodes share.
+
+Why one cannot run here (None: it can), and the ROS graph of its own each test runs in.
 
 Not a test module: the launch tests that start ``vision_node`` import it.
 """
