@@ -18,6 +18,7 @@ from ..limits import MAX_DETECTIONS
 from ..manifest import ManifestError, ModelManifest
 from ..param_spec import ParamSpec
 from ..tracking import TRACKERS, check_tracker, check_tracker_config
+from .decode_buffers import DecodeBuffers, PerThreadBuffers
 from .end2end import ROW_VALUES, decode_rows, is_end2end, row_extra
 from .nms import nms
 from .preprocess import LetterboxMeta, prepare, prepare_u8
@@ -94,22 +95,24 @@ def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
     return out
 
 
-def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None = None
-           ) -> Detections:
+def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None = None,
+           buffers: DecodeBuffers | None = None) -> Detections:
     """Decode one YOLOv8-style output ``(1, 4 + nc, A)`` into boxes in network pixels.
 
     An output that stays on a device and offers ``decode_detections`` (PyTorch on a GPU:
-    ``runners/torch_device.py``) is decoded there with the same steps and constants.
+    ``runners/torch_device.py``) is decoded there with the same steps and constants. With
+    ``buffers`` the host's intermediates live in reused arrays (:mod:`.decode_buffers`; the
+    same detections).
     """
     on_device = getattr(output, 'decode_detections', None)
     if on_device is not None and num_classes is None:
         return Detections(*on_device(params.confidence, params.iou, params.max_detections,
                                      MAX_NMS_CANDIDATES, _CLASS_OFFSET))
-    return decode_anchors(output, params, num_classes)[0]
+    return decode_anchors(output, params, num_classes, buffers)[0]
 
 
-def decode_anchors(output: np.ndarray, params: DetectionParams, num_classes: int | None = None
-                   ) -> tuple[Detections, np.ndarray]:
+def decode_anchors(output: np.ndarray, params: DetectionParams, num_classes: int | None = None,
+                   buffers: DecodeBuffers | None = None) -> tuple[Detections, np.ndarray]:
     """Return :func:`decode`'s detections and the anchor (column) each came from.
 
     Rows after the ``4 + num_classes`` box and class rows (mask coefficients, keypoints) are
@@ -119,6 +122,12 @@ def decode_anchors(output: np.ndarray, params: DetectionParams, num_classes: int
     if pred.shape[0] < 5:
         raise ValueError(f'detection output of shape {output.shape} has no class scores')
     nc = pred.shape[0] - 4 if num_classes is None else num_classes
+    if buffers is not None:
+        found = buffers.decode(pred, nc, params.confidence, params.iou, params.max_detections,
+                               MAX_NMS_CANDIDATES, _CLASS_OFFSET)
+        if found is None:
+            return Detections.empty(), np.zeros(0, np.int64)
+        return Detections(*found[:3]), found[3]
     class_scores = pred[4:4 + nc]
     # max over classes is a fast row-wise reduction; argmax only for the few candidates.
     scores = class_scores.max(axis=0)
@@ -137,8 +146,8 @@ def decode_anchors(output: np.ndarray, params: DetectionParams, num_classes: int
     return Detections(boxes[keep], scores[keep], class_ids[keep]), anchors[keep]
 
 
-def decode_instances(output: np.ndarray, params: DetectionParams, classes: int, end2end: bool
-                     ) -> tuple[Detections, np.ndarray]:
+def decode_instances(output: np.ndarray, params: DetectionParams, classes: int, end2end: bool,
+                     buffers: DecodeBuffers | None = None) -> tuple[Detections, np.ndarray]:
     """Return the detections of either layout and each one's extra values (N, extra).
 
     The extra values (mask coefficients, keypoints) follow the ``4 + classes`` box and
@@ -148,7 +157,7 @@ def decode_instances(output: np.ndarray, params: DetectionParams, classes: int, 
         boxes, scores, class_ids, rows = decode_rows(output, params.confidence,
                                                      params.max_detections)
         return Detections(boxes, scores, class_ids), output[0][rows, ROW_VALUES:]
-    dets, anchors = decode_anchors(output, params, classes)
+    dets, anchors = decode_anchors(output, params, classes, buffers)
     return dets, output[0][4 + classes:, anchors].T
 
 
@@ -213,6 +222,8 @@ class DetectionTask:
         #: Whether the model's output is the NMS-free layout (:mod:`.end2end`); settled by
         #: :meth:`check_model` (None: not yet, then by the first output decoded).
         self.end2end: bool | None = None
+        #: Each decoding thread's reused arrays (:mod:`.decode_buffers`).
+        self.decode_buffers = PerThreadBuffers()
 
     def _settle_layout(self, end2end: bool) -> None:
         """Remember the output layout; NMS-free rows are decoded on the host (no NMS there)."""
@@ -284,7 +295,7 @@ class DetectionTask:
         if self.end2end:
             dets = decode_instances(outputs[0], params, 0, True)[0]
         else:
-            dets = decode(outputs[0], params)
+            dets = decode(outputs[0], params, buffers=self.decode_buffers.get())
         meta.to_source(dets.boxes)
         return dets
 

@@ -48,13 +48,15 @@ class SegmentResult(Detections):
         """(H, W) uint16: 1 + the index of the detection a pixel belongs to, 0 background.
 
         Where masks overlap, the higher-scoring detection wins (ties: the lower index).
+        Each mask is painted with a masked copy, which reads it once and builds no index of
+        its pixels (one argmax over the stack of masks would read them all in a slow order).
         """
         count, height, width = self.masks.shape
         labels = np.zeros((height, width), dtype=np.uint16)
         # Paint the lowest scores first so that higher scores overwrite them.
         order = np.lexsort((-np.arange(count), self.scores))
-        for i in order:
-            labels[self.masks[i]] = i + 1
+        for i in order.tolist():
+            np.copyto(labels, np.uint16(i + 1), where=self.masks[i])
         return labels
 
 

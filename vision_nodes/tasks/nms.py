@@ -7,7 +7,12 @@ threshold. Each iteration is one matrix operation; there is no per-box Python lo
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    from .nms_scratch import NmsScratch
 
 
 def pairwise_iou(boxes: np.ndarray, others: np.ndarray | None = None) -> np.ndarray:
@@ -40,14 +45,24 @@ def _cluster_keep(overlap: np.ndarray, allowed: np.ndarray) -> np.ndarray:
     return keep
 
 
+def _overlaps(boxes: np.ndarray, others: np.ndarray, iou_threshold: float,
+              scratch: NmsScratch | None) -> np.ndarray:
+    """(N, M) bool: IoU above the threshold, in ``scratch``'s arrays when given."""
+    if scratch is None:
+        return pairwise_iou(boxes, others) > iou_threshold
+    return scratch.overlaps(boxes, others, iou_threshold)
+
+
 def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
-        max_keep: int | None = None, chunk: int = 512) -> np.ndarray:
+        max_keep: int | None = None, chunk: int = 512, scratch: NmsScratch | None = None
+        ) -> np.ndarray:
     """Exact greedy NMS; returns kept indices ordered by descending score.
 
     Whether a box survives depends only on boxes ranked above it, so candidates are processed
     in score-ordered chunks: each chunk is first checked against the boxes already kept, then
     resolved among itself. Work stops once ``max_keep`` boxes are kept (the result equals the
-    full NMS cut to ``max_keep``). Memory stays O(chunk²), not O(N²).
+    full NMS cut to ``max_keep``). Memory stays O(chunk²), not O(N²). With ``scratch`` the
+    matrices are computed into its reused arrays (:mod:`.nms_scratch`), with the same result.
     """
     if boxes.shape[0] == 0:
         return np.zeros(0, dtype=np.int64)
@@ -61,8 +76,9 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
         block = ranked[start:start + chunk]
         allowed = np.ones(block.shape[0], dtype=bool)
         if kept_boxes.shape[0]:
-            allowed = ~(pairwise_iou(block, kept_boxes) > iou_threshold).any(axis=1)
-        keep = _cluster_keep(pairwise_iou(block) > iou_threshold, allowed)
+            allowed = ~_overlaps(block, kept_boxes, iou_threshold, scratch).any(axis=1)
+        keep = _cluster_keep(pairwise_iou(block) > iou_threshold, allowed) if scratch is None \
+            else scratch.cluster_keep(scratch.overlaps(block, block, iou_threshold), allowed)
         idx = np.flatnonzero(keep)
         kept.append(order[start + idx])
         kept_boxes = np.concatenate([kept_boxes, block[idx]])

@@ -180,7 +180,8 @@ class PoseTask(DetectionTask):
         pred = outputs[self._at]
         if self.end2end is None or not self.names:
             self.check_model([tuple(pred.shape)], [])
-        dets, raw = decode_instances(pred, params, self._classes or 0, bool(self.end2end))
+        dets, raw = decode_instances(pred, params, self._classes or 0, bool(self.end2end),
+                                     buffers=self.decode_buffers.get())
         count = len(self.names)
         raw = raw[:, :count * self.dims].reshape(-1, count, self.dims).astype(np.float32)
         keypoints = np.ones((raw.shape[0], count, 3), np.float32)

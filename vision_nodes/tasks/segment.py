@@ -221,7 +221,8 @@ class SegmentationTask(DetectionTask):
         if self.end2end is None:
             self.check_model([tuple(pred.shape), tuple(protos.shape)], [])
         classes = pred.shape[1] - 4 - protos.shape[1]
-        dets, coefficients = decode_instances(pred, params, classes, bool(self.end2end))
+        dets, coefficients = decode_instances(pred, params, classes, bool(self.end2end),
+                                              buffers=self.decode_buffers.get())
         masks, kept = instance_masks(coefficients, protos[0], dets.boxes, meta)
         meta.letterbox.to_source(dets.boxes)
         return SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept], masks)
