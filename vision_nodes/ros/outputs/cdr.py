@@ -34,6 +34,8 @@ _CDR_LE = b'\x00\x01\x00\x00'
 _DOUBLES = 49  # score, pose (7), covariance (36), bbox (5)
 _ORIENTATION_W = 7  # index of orientation.w among a detection's doubles
 _BBOX = 44  # index of bbox.center.position.x among a detection's doubles
+#: The doubles of a detection that are not 0: score, orientation.w, bbox x, y, size_x, size_y.
+_SET = np.array([0, _ORIENTATION_W, _BBOX, _BBOX + 1, _BBOX + 3, _BBOX + 4])
 #: Bytes from a detection's first float64 to its ``id``'s characters: the float64s, the length.
 _TO_ID_CHARS = _DOUBLES * 8 + 4
 
@@ -95,29 +97,25 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
     payload = raw[8:]
     u32 = payload.view('<u4')
     f64 = payload.view('<f8')
-
-    def put_header(at: np.ndarray) -> None:
-        u32[at // 4] = sec & 0xFFFFFFFF
-        u32[at // 4 + 1] = nanosec
-        u32[at // 4 + 2] = len(frame) + 1
-        if frame:
-            payload[(at + 12)[:, None] + np.arange(len(frame))] = np.frombuffer(frame, np.uint8)
-
-    put_header(np.zeros(1, dtype=np.int64))
+    # The bytes every Detection2D starts with: its header, padding, one hypothesis; the
+    # array starts with the same header.
+    prefix = np.zeros(hyp, dtype=np.uint8)
+    prefix[:12] = np.array([sec & 0xFFFFFFFF, nanosec, len(frame) + 1], '<u4').view(np.uint8)
+    prefix[12:12 + len(frame)] = np.frombuffer(frame, np.uint8)
+    prefix[hyp - 4] = 1
+    payload[:first - 4] = prefix[:hyp - 4]
     u32[(first - 4) // 4] = count
     if count:
-        put_header(starts)
-        u32[(hyp_at - 4) // 4] = 1  # one hypothesis per detection
+        payload[starts[:, None] + np.arange(hyp)] = prefix
         u32[hyp_at // 4] = lengths + 1
         _put_strings(payload, hyp_at + 4, labels, lengths)
         rows = doubles_at // 8
-        f64[rows] = scores
-        f64[rows + _ORIENTATION_W] = 1.0
         boxes = np.asarray(boxes_xyxy, dtype=np.float64)
-        f64[rows + _BBOX] = (boxes[:, 0] + boxes[:, 2]) / 2.0
-        f64[rows + _BBOX + 1] = (boxes[:, 1] + boxes[:, 3]) / 2.0
-        f64[rows + _BBOX + 3] = boxes[:, 2] - boxes[:, 0]
-        f64[rows + _BBOX + 4] = boxes[:, 3] - boxes[:, 1]
+        values = np.empty((count, len(_SET)), dtype=np.float64)  # the doubles not 0
+        values[:, 0], values[:, 1] = scores, 1.0
+        values[:, 2:4] = (boxes[:, 0:2] + boxes[:, 2:4]) / 2.0
+        values[:, 4:6] = boxes[:, 2:4] - boxes[:, 0:2]
+        f64[rows[:, None] + _SET] = values
         u32[(rows + _DOUBLES) * 2] = id_lengths + 1
         _put_strings(payload, doubles_at + _TO_ID_CHARS, id_chars, id_lengths)
     return raw[4:8 + end].tobytes()
