@@ -79,7 +79,7 @@ class DecodeBuffers:
         return boxes[keep], scores[keep], class_ids[keep].astype(np.int64), anchors[keep]
 
     def _xyxy(self, pred: np.ndarray, anchors: np.ndarray) -> np.ndarray:
-        """The candidates' centre/size boxes as float32 corner boxes (count, 4), in the buffers."""
+        """Return the candidates' centre/size boxes as float32 corners (count, 4), in buffers."""
         count = anchors.shape[0]
         xywh = self._xywh[:, :count]
         if pred.dtype == np.float32:
@@ -96,7 +96,7 @@ class DecodeBuffers:
 
     def _shifted_boxes(self, boxes: np.ndarray, class_ids: np.ndarray, class_offset: float
                        ) -> np.ndarray:
-        """The boxes moved apart by class (class id x ``class_offset``) for batched NMS."""
+        """Return the boxes moved apart by class (class id x ``class_offset``) for batched NMS."""
         count = boxes.shape[0]
         offsets = self._offsets[:count]
         offsets[...] = class_ids
@@ -111,5 +111,5 @@ class PerThreadBuffers(threading.local):
         self.buffers = DecodeBuffers()
 
     def get(self) -> DecodeBuffers:
-        """This thread's buffers."""
+        """Return this thread's buffers."""
         return self.buffers
