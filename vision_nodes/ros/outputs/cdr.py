@@ -106,7 +106,8 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
     payload[:first - 4] = prefix[:hyp - 4]
     u32[(first - 4) // 4] = count
     if count:
-        payload[starts[:, None] + np.arange(hyp)] = prefix
+        words = prefix.view('<u4')  # starts and hyp are multiples of 4
+        u32[(starts // 4)[:, None] + np.arange(words.shape[0])] = words
         u32[hyp_at // 4] = lengths + 1
         _put_strings(payload, hyp_at + 4, labels, lengths)
         rows = doubles_at // 8
