@@ -13,15 +13,18 @@ round). Cases, each ``before`` against ``after``:
 * ``segment``/``pose <image>`` - the same for the instance models' outputs (their own rows);
 * ``label_image <image>`` - the instance label image of YOLOv8n-seg's masks: painted with a
   boolean index per mask (before) and with :meth:`SegmentResult.label_image` (after);
-* ``message <image>`` - for reference, not changed here: a ``Detection2DArray`` of the
-  detections built as rclpy objects and serialised (before) against the CDR bytes
-  :func:`detections_to_cdr` writes with NumPy (after).
+* ``message <image>`` - a ``Detection2DArray`` of the detections built as rclpy objects and
+  serialised (before) against the CDR bytes :func:`detections_to_cdr` writes with NumPy
+  (after);
+* ``cdr N`` (with ``--cdr-before REV``) - that encoder as it was at git revision ``REV``
+  (before) against the one in this tree (after), for N random detections.
 
 Every pair is checked to give the same result first. A ratio is after / before: the median
 over rounds of the per-round ratio of medians, with a 95 % bootstrap interval (as the other
 benchmarks). Not a test: nothing is asserted on timings.
 
-    .venv/bin/python benchmarks/bench_decode.py [--rounds 30] [--json decode.json]
+    .venv/bin/python benchmarks/bench_decode.py [--rounds 30] [--json decode.json] \
+        [--cdr-before main]
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -104,6 +109,32 @@ def _same(a: Any, b: Any) -> bool:
     return a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
+def cdr_cases(revision: str) -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
+    """The Detection2DArray encoder at git ``revision`` against this tree's, per count."""
+    import importlib.util
+
+    from vision_nodes.ros.outputs.cdr import encode_detection2d_array
+
+    root = Path(__file__).resolve().parent.parent
+    source = subprocess.run(['git', 'show', f'{revision}:vision_nodes/ros/outputs/cdr.py'],
+                            cwd=root, check=True, capture_output=True, text=True).stdout
+    path = Path(tempfile.mkdtemp(prefix='bench_cdr_')) / 'cdr_before.py'
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location('cdr_before', path)
+    before = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(before)
+    rng = np.random.default_rng(0)
+    found = {}
+    for count in (1, 6, 20, 100, 300):
+        boxes = (rng.random((count, 4)) * 500).astype(np.float32)
+        boxes[:, 2:] += boxes[:, :2]
+        args = (1, 2, 'camera', boxes, rng.random(count).astype(np.float32),
+                rng.integers(0, 80, count), [str(i) for i in range(count)])
+        found[f'cdr {count}'] = ((lambda a=args: before.encode_detection2d_array(*a)),
+                                 (lambda a=args: encode_detection2d_array(*a)), count)
+    return found
+
+
 def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
     """name → (before, after, detections) for every case."""
     from builtin_interfaces.msg import Time
@@ -149,9 +180,6 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
                                         result.label_image, len(result))
     for name, outputs, meta in raw_outputs('yolov8n_pose', images):
         found[f'pose {name}'] = decoding(outputs[0], DetectionParams(), 1, meta)
-    for case, (before, after, _) in found.items():
-        if not _same(before(), after()):
-            raise SystemExit(f'{case}: before and after differ')
     return found
 
 
@@ -182,12 +210,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--budget-ms', type=float, default=20.0,
                         help='time per variant, case and round (at least one call)')
     parser.add_argument('--json', type=Path, default=None, help='write the results here')
+    parser.add_argument('--cdr-before', default='', metavar='REV',
+                        help="also time the Detection2DArray encoder at git revision REV "
+                             "against this tree's")
     args = parser.parse_args(argv)
     bench_environment('default')
     from bench_report import machine_facts
 
     found = cases()
+    if args.cdr_before:
+        found.update(cdr_cases(args.cdr_before))
     load_before = os.getloadavg()
+    for case, (before, after, _) in found.items():
+        first, second = before(), after()
+        if not _same(first, second) or (case.startswith('cdr') and first != second):
+            raise SystemExit(f'{case}: before and after differ')
     samples = measure(found, args.rounds, args.budget_ms / 1000.0)
     machine = {**machine_facts(), 'load_average': [load_before, os.getloadavg()]}
     print(f"{machine.get('cpu', '?')}; load average {load_before[0]:.2f} -> "
