@@ -70,7 +70,7 @@ def raw_outputs(model: str, images: list[Path]) -> list[tuple[str, list[np.ndarr
 
 
 def painted_labels(result: Any) -> np.ndarray:
-    """The label image painted with a boolean index per mask, lowest score first."""
+    """Return the label image painted with a boolean index per mask, lowest score first."""
     count, height, width = result.masks.shape
     labels = np.zeros((height, width), dtype=np.uint16)
     for i in np.lexsort((-np.arange(count), result.scores)):
@@ -79,7 +79,7 @@ def painted_labels(result: Any) -> np.ndarray:
 
 
 def rclpy_detections(dets: Any, header: Any) -> bytes:
-    """A Detection2DArray built as message objects, serialised as rclpy publishes it."""
+    """Build a Detection2DArray as message objects and serialise it as rclpy publishes it."""
     from rclpy.serialization import serialize_message
     from vision_msgs.msg import Detection2D, Detection2DArray, ObjectHypothesisWithPose
 
@@ -110,7 +110,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def cdr_cases(revision: str) -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
-    """The Detection2DArray encoder at git ``revision`` against this tree's, per count."""
+    """Return cases: the Detection2DArray encoder at git ``revision`` against this tree's."""
     import importlib.util
 
     from vision_nodes.ros.outputs.cdr import encode_detection2d_array
@@ -136,7 +136,7 @@ def cdr_cases(revision: str) -> dict[str, tuple[Callable[[], Any], Callable[[], 
 
 
 def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
-    """name → (before, after, detections) for every case."""
+    """Return every case: name → (before, after, detections)."""
     from builtin_interfaces.msg import Time
     from std_msgs.msg import Header
 

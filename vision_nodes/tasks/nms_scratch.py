@@ -26,7 +26,7 @@ class NmsScratch:
         self.allocations = 0
 
     def _matrix(self, name: str, rows: int, cols: int, dtype: np.dtype) -> np.ndarray:
-        """A contiguous (rows, cols) view of the scratch array ``name`` (grown when short)."""
+        """Return a contiguous (rows, cols) view of the scratch array ``name`` (grown if short)."""
         size = rows * cols
         flat = self._flat.get(name)
         if flat is None or flat.size < size or flat.dtype != dtype:
