@@ -34,12 +34,17 @@ def _flood(seed: int, anchors: int, classes: int = 80, extra: int = 0,
     return out.astype(dtype)
 
 
-def _assert_same(fresh: tuple, reused: tuple) -> None:
-    (a, a_anchors), (b, b_anchors) = fresh, reused
-    for x, y in ((a.boxes, b.boxes), (a.scores, b.scores), (a.class_ids, b.class_ids),
-                 (a_anchors, b_anchors)):
+def _assert_same_arrays(*pairs: tuple[np.ndarray, np.ndarray]) -> None:
+    for x, y in pairs:
         assert x.dtype == y.dtype and x.shape == y.shape
         assert x.tobytes() == y.tobytes()
+
+
+def _assert_same(fresh: tuple, reused: tuple) -> None:
+    """Same (detections, anchors), bit for bit."""
+    (a, a_anchors), (b, b_anchors) = fresh, reused
+    _assert_same_arrays((a.boxes, b.boxes), (a.scores, b.scores), (a.class_ids, b.class_ids),
+                        (a_anchors, b_anchors))
 
 
 @pytest.fixture(scope='module')
@@ -126,6 +131,35 @@ def test_each_thread_decodes_on_its_own_buffers(real_outputs) -> None:
                              map_frames(work, frames)):
         _assert_same(fresh, reused)
     assert len({id(b) for b in seen.values()}) == len(seen)
+
+
+def test_a_task_decoding_on_several_threads_at_once_gives_each_frame_its_own(
+        real_outputs) -> None:
+    """The batcher's workers run one task's postprocess side by side: no frame sees another's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vision_nodes.tasks.detect import DetectionTask
+    from vision_nodes.tasks.preprocess import LetterboxMeta
+
+    task = DetectionTask(resolve_manifest('yolov8n'))
+    params = PARAMS[1]
+    meta = LetterboxMeta(gain=(1.0, 1.0), pad=(0.0, 0.0), source_shape=(640, 640))
+    frames = real_outputs * 6
+    expected = [decode_anchors(out, params)[0] for out in frames]
+    for dets in expected:
+        meta.to_source(dets.boxes)
+    barrier = threading.Barrier(3)
+
+    def work(out: np.ndarray):
+        barrier.wait(timeout=60)  # start together, so the decodes overlap
+        return task.postprocess([out], meta, params)
+
+    with ThreadPoolExecutor(3) as pool:
+        for start in range(0, len(frames), 3):
+            got = list(pool.map(work, frames[start:start + 3]))
+            for want, dets in zip(expected[start:start + 3], got):
+                _assert_same_arrays((want.boxes, dets.boxes), (want.scores, dets.scores),
+                                    (want.class_ids, dets.class_ids))
 
 
 @pytest.mark.parametrize('iou', [0.3, 0.5, 0.7])
