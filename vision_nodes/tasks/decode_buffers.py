@@ -41,7 +41,7 @@ class DecodeBuffers:
         self._scores = np.empty(anchors, dtype=pred.dtype)
         self._mask = np.empty(anchors, dtype=bool)
         self._class_ids = np.empty(anchors, dtype=np.intp)
-        self._class_scores = np.empty(classes * anchors, dtype=pred.dtype)
+        self._class_scores = np.empty(0, dtype=pred.dtype)  # grown to the candidates'
         self._xywh = np.empty((4, anchors), dtype=np.float32)
         self._boxes = np.empty((anchors, 4), dtype=np.float32)
         self._shifted = np.empty((anchors, 4), dtype=np.float32)
@@ -65,6 +65,8 @@ class DecodeBuffers:
         count = anchors.shape[0]
         if not count:
             return None
+        if self._class_scores.size < classes * count:
+            self._class_scores = np.empty(classes * count, dtype=pred.dtype)
         candidates = self._class_scores[:classes * count].reshape(classes, count)
         np.take(class_scores, anchors, axis=1, out=candidates)
         class_ids = np.argmax(candidates, axis=0, out=self._class_ids[:count])
