@@ -68,7 +68,8 @@ class DecodeBuffers:
         if self._class_scores.size < classes * count:
             self._class_scores = np.empty(classes * count, dtype=pred.dtype)
         candidates = self._class_scores[:classes * count].reshape(classes, count)
-        np.take(class_scores, anchors, axis=1, out=candidates)
+        # The anchors are valid indices: mode 'clip' only spares the copy 'raise' makes of out.
+        np.take(class_scores, anchors, axis=1, out=candidates, mode='clip')
         class_ids = np.argmax(candidates, axis=0, out=self._class_ids[:count])
         boxes = self._xyxy(pred, anchors)
         scores = self._scores[anchors].astype(np.float32, copy=False)
@@ -85,7 +86,7 @@ class DecodeBuffers:
         count = anchors.shape[0]
         xywh = self._xywh[:, :count]
         if pred.dtype == np.float32:
-            np.take(pred[:4], anchors, axis=1, out=xywh)
+            np.take(pred[:4], anchors, axis=1, out=xywh, mode='clip')
         else:
             xywh[...] = pred[:4].take(anchors, axis=1)
         boxes = self._boxes[:count]
