@@ -255,7 +255,7 @@ def _with_external_data(data: bytes, path: str | None) -> bytes:
 
 
 def _build_problem(onnx_bytes: bytes, given: Any, profile: tuple) -> str | None:
-    """What TensorRT would refuse to build of this network input and profile, else None."""
+    """Say what TensorRT would refuse to build of this network input and profile, else None."""
     import onnx
 
     dims = list(given.shape)

@@ -64,11 +64,11 @@ class EngineIO:
         return self._input_dtype == np.uint8
 
     def image_shape(self, batch: int, height: int, width: int) -> tuple[int, int, int, int]:
-        """The input shape of ``batch`` frames of (height, width), in the input's layout."""
+        """Return the input shape of ``batch`` frames of (height, width), in the input's layout."""
         return (batch, height, width, 3) if self.takes_u8 else (batch, 3, height, width)
 
     def image_hw(self, shape: tuple[int, ...]) -> tuple[int, int]:
-        """(height, width) of an input ``shape`` in the input's layout."""
+        """Return (height, width) of an input ``shape`` in the input's layout."""
         return (shape[1], shape[2]) if self.takes_u8 else (shape[2], shape[3])
 
     @property

@@ -10,7 +10,7 @@ engine built with an optimisation profile over every stride multiple up to input
 the shape :meth:`prepare_shape` sets.
 
 Where the pipeline asks for it (the task can hand the u8 image) the engine is built from the
-u8-input graph and takes the letterboxed u8 (N, H, W, 3) bgr image, the pre-processing
+u8-input graph and takes the letterboxed u8 (N, H, W, 3) image, the pre-processing
 running on the GPU inside the engine: the host makes no float copy of the frame and a quarter
 of the bytes is uploaded. ``supports_u8_input`` then says so, as the ONNX runner's does, and
 the pipeline has the task hand that image (``takes_u8``). A model that cannot take it runs
@@ -34,6 +34,7 @@ import numpy as np
 from ..artifacts.cache import CacheError
 from ..artifacts.tensorrt_log import log_route, tensorrt_logger
 from ..artifacts.types import EngineArtifact
+from ..images import U8_INPUT_ORDER
 from ..platform import cuda
 from . import tensorrt_plan
 from .base import Runner, RunnerConfig, RunnerError
@@ -161,8 +162,8 @@ class TensorRTRunner(Runner):
         """Refuse an input of the other kind: the engine has one input type and layout."""
         u8 = tensor.dtype == np.uint8
         if u8 != self._io.takes_u8 or tensor.ndim != 4:
-            takes = 'the u8 (N, H, W, 3) bgr image (pre-processing inside the engine)' \
-                if self._io.takes_u8 else 'a float (N, 3, H, W) tensor'
+            takes = (f'the u8 (N, H, W, 3) {U8_INPUT_ORDER} image (pre-processing inside '
+                     'the engine)') if self._io.takes_u8 else 'a float (N, 3, H, W) tensor'
             raise self._fail(f'this engine takes {takes}, not a {tensor.dtype} array of shape '
                              f'{tuple(tensor.shape)}: hand it what the task prepares')
 
@@ -195,7 +196,7 @@ class TensorRTRunner(Runner):
         shape = self._io.shape if self._io is not None else None
         info['input_shape'] = list(shape) if shape else None
         if self._io is not None:
-            info['input'] = 'u8 NHWC bgr, pre-processing in the engine' \
+            info['input'] = f'u8 NHWC {U8_INPUT_ORDER}, pre-processing in the engine' \
                 if self._io.takes_u8 else 'float32 NCHW'
         info['dynamic_shapes'] = self.dynamic_shapes
         return info

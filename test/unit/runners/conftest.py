@@ -30,6 +30,6 @@ def fake_trt(monkeypatch, fake_gpu):
 
 @pytest.fixture(scope='module')
 def tiny_onnx(tmp_path_factory) -> Path:
-    """A small detection-shaped model with dynamic height and width (1x1 conv, pooling)."""
+    """Write a small detection-shaped model with free height and width (1x1 conv, pooling)."""
     pytest.importorskip('onnx', reason='onnx builds the small test model')
     return tiny_detector(tmp_path_factory.mktemp('tiny') / 'tiny.onnx')
