@@ -13,7 +13,10 @@ both on ``--backend`` (default onnx), measured one after the other on the same t
 ``--seconds`` after ``--warmup`` seconds. Per camera: delivered frames per second (answers
 received / seconds), latency from the image's stamp to DDS delivery of its answer to this
 process (p50, p95); per mode: total resident memory of the node processes (RSS, and PSS,
-which splits shared pages between processes), sampled while running, the largest sample.
+which splits shared pages between processes), sampled while running, the largest sample;
+the CPU the node processes used (cores busy on average, and CPU ms per delivered frame) beside
+the CPU this process's publishers used: with every camera saturated, the ratio of delivered
+frames follows how the machine's cores are shared out as much as how much work a frame costs.
 Each camera's last answer of the batched node is compared with the single-camera node's on
 the same image (same objects: score >= 0.5, same class, IoU >= 0.9).
 
@@ -64,6 +67,15 @@ def _memory_kib(pid: int) -> tuple[int, int]:
     except (OSError, ValueError):
         pass
     return rss, pss
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process (all its threads) has used; 0 when it is gone."""
+    try:
+        fields = Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -171,8 +183,12 @@ def run_mode(mode: str, count: int, args: Any, cameras: list[Camera]) -> dict[st
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         window = (time.time_ns(), time.time_ns() + int(args.seconds * 1e9))
+        cpu_start = [_cpu_seconds(p.process.pid) for p in procs]
+        own_start = time.process_time()
         time.sleep(args.seconds)
         measured = args.seconds
+        cpu = sum(_cpu_seconds(p.process.pid) - s for p, s in zip(procs, cpu_start))
+        own = time.process_time() - own_start
         stop.set()
         sampler.join()
         for cam in cameras:
@@ -184,7 +200,10 @@ def run_mode(mode: str, count: int, args: Any, cameras: list[Camera]) -> dict[st
                                'p50_ms': (_percentile(latencies, 0.5) or 0) * 1e3,
                                'p95_ms': (_percentile(latencies, 0.95) or 0) * 1e3,
                                'answers': len(latencies), 'last': last})
+        answers = sum(c['answers'] for c in per_camera)
         return {'cameras': per_camera,
+                'cpu_cores': cpu / measured, 'bench_cpu_cores': own / measured,
+                'cpu_ms_per_frame': cpu * 1e3 / answers if answers else None,
                 'rss_mib': max(s[0] for s in samples) / 1024 if samples else None,
                 'pss_mib': max(s[1] for s in samples) / 1024 if samples else None,
                 'seconds': measured}
@@ -321,8 +340,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {count} cam {mode:>7}: fps/cam {rates}; p50 "
                       f"{max(c['p50_ms'] for c in cams):.0f} ms, p95 "
                       f"{max(c['p95_ms'] for c in cams):.0f} ms (worst camera); RSS "
-                      f"{run[mode]['rss_mib']:.0f} MiB, PSS {run[mode]['pss_mib']:.0f} MiB",
-                      flush=True)
+                      f"{run[mode]['rss_mib']:.0f} MiB, PSS {run[mode]['pss_mib']:.0f} MiB; "
+                      f"node CPU {run[mode]['cpu_cores']:.2f} cores "
+                      f"({run[mode]['cpu_ms_per_frame'] or 0:.0f} ms/frame), publishers "
+                      f"{run[mode]['bench_cpu_cores']:.2f} cores", flush=True)
             same = []
             for b, s in zip(run['batched']['cameras'], run['single']['cameras']):
                 mine, theirs = b.pop('last'), s.pop('last')

@@ -24,6 +24,7 @@ from vision_msgs.msg import Detection2DArray  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.manifest import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
+from vision_nodes.platform.cpu import cpu_info  # noqa: E402
 from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: E402
@@ -41,8 +42,8 @@ def images(bus_bgr, assets) -> dict[str, np.ndarray]:
             'side': np.ascontiguousarray(bus_bgr[300:780, 100:740])}
 
 
-def _params(model_dir, cache, **extra):
-    return {'model_dir': str(model_dir), 'engine_cache_dir': str(cache), 'backend': 'onnx',
+def _params(model_dir, cache, backend='onnx', **extra):
+    return {'model_dir': str(model_dir), 'engine_cache_dir': str(cache), 'backend': backend,
             'image_topics': [f'/{c}/image_raw' for c in CAMERAS], **extra}
 
 
@@ -62,16 +63,25 @@ def _msg(image: np.ndarray, frame_id: str) -> Image:
     return msg
 
 
+@pytest.mark.parametrize('backend', ['onnx', 'openvino'])
 def test_each_camera_gets_its_own_results_in_its_namespace(model_dir, engine_cache_dir,
-                                                           images):
+                                                           images, backend):
     """Three cameras of three sizes, frames sent together: every detection message on
     /<camera>/detections carries that camera's frame (frame_id, stamp) and the boxes the
-    model finds on that frame alone."""
-    h = Harness(_params(model_dir, engine_cache_dir, batch_window=50.0), 'vn_multicam')
-    reference = build_pipeline(resolve_manifest('yolov8n'), 'onnx', model_dir=str(model_dir),
+    model finds on that frame alone. ONNX Runtime runs them as batches; OpenVINO on a CPU as
+    frames side by side, one worker per stream."""
+    if backend == 'openvino':
+        pytest.importorskip('openvino', reason='OpenVINO is not installed')
+    h = Harness(_params(model_dir, engine_cache_dir, backend, batch_window=50.0),
+                'vn_multicam')
+    reference = build_pipeline(resolve_manifest('yolov8n'), backend, model_dir=str(model_dir),
                                cache_dir=engine_cache_dir)
     try:
         answers, pubs = _activate(h)
+        streams = min(len(CAMERAS), cpu_info().logical_cores)  # OpenVINO on a CPU
+        how = f'frames side by side, {streams} at once' if backend == 'openvino' and \
+            streams > 1 else 'batches of up to 3 frames'
+        assert h.node.wait_for_output(how), h.node.output()[-2000:]
         for n in CAMERAS:  # discovery: each camera answered once
             got = publish_until_answered(pubs[n], _msg(images[n], f'{n}_hello'), answers[n])
             assert got is not None and got.header.frame_id.startswith(n)

@@ -13,7 +13,13 @@ Each frame's conversion, like its pre- and post-processing, runs on a pool threa
 others' (:mod:`vision_nodes.parallel`).
 Each result is published on its own camera's outputs with its own frame's header; then each
 camera's gate opens again. A camera is named by its index in ``image_topics``: the key of
-anything kept per camera (outputs, and later tracker state).
+anything kept per camera (outputs, tracker state).
+
+Where every model's runner runs several frames at once on its own (``concurrent_frames`` > 1:
+OpenVINO on a CPU, one stream per core), a batch is that many frames side by side, not one
+run: the batcher has one worker thread per stream, each taking the next camera's frame,
+running it and publishing it as soon as it is done, so no frame waits for a slower one of its
+batch and a stream never idles while another frame is being converted or published.
 """
 
 from __future__ import annotations
@@ -58,26 +64,50 @@ class FrameBatcher:
         #: One frame path per camera, in ``image_topics`` order.
         self.cameras = [FramePath(node, log_error, lambda: False, sink=_Tagged(self._queue, i))
                         for i in range(len(topics))]
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+
+    @property
+    def workers(self) -> int:
+        """Worker threads: the frames every model's runner runs at once (at least 1)."""
+        models = self._frames.models
+        return max(1, min((m.pipeline.runner.concurrent_frames for m in models), default=1))
 
     @property
     def limit(self) -> int:
-        """Most frames a batch takes: ``max_batch`` (0: one per camera)."""
+        """Most frames a batch takes: ``max_batch`` (0: one per camera).
+
+        1 where the runners run frames side by side themselves (:attr:`workers` > 1).
+        """
+        if self.workers > 1:
+            return 1
         return int(self._param('max_batch')) or len(self.cameras)
 
     def start(self) -> None:
-        """Start the batcher's thread, every camera's gate open and counts at zero."""
+        """Start the worker threads, every camera's gate open and counts at zero."""
         for camera in self.cameras:
             camera.reset()
-        self._thread = threading.Thread(target=self._loop, name='batcher', daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._loop, name=f'batcher{i}', daemon=True)
+                         for i in range(self.workers)]
+        for thread in self._threads:
+            thread.start()
+        self._node.get_logger().info(self.describe())
+
+    def describe(self) -> str:
+        """Say how the cameras' frames run: side by side on workers, or in batches."""
+        count = len(self.cameras)
+        if self.workers > 1:
+            return (f'{count} cameras: frames side by side, {self.workers} at once (one per '
+                    'runtime stream), each published when done')
+        return (f'{count} cameras: batches of up to {self.limit} frames arriving within '
+                f"{float(self._param('batch_window')):g} ms")
 
     def stop(self) -> None:
-        """Finish the batch in flight and stop the thread (idempotent)."""
-        if self._thread is not None:
+        """Finish the frames in flight and stop the workers (idempotent)."""
+        for _ in self._threads:
             self._queue.put(None)
-            self._thread.join()
-            self._thread = None
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
         for camera in self.cameras:
             camera.gate.open = True
 

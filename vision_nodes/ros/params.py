@@ -119,10 +119,12 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('batch_window', 5.0,
               'With image_topics: milliseconds to wait, after a camera\'s frame arrives, for '
               'the other cameras\' frames to run with it in one batch (0 = run what has '
-              'arrived, no waiting).', float_range=(0.0, MAX_BATCH_WINDOW_MS), applies='live'),
+              'arrived, no waiting). Unused where frames run side by side (OpenVINO on a CPU).',
+              float_range=(0.0, MAX_BATCH_WINDOW_MS), applies='live'),
     ParamSpec('max_batch', 0,
               'With image_topics: most frames one inference runs (0 = the number of '
-              'cameras). The models are loaded for batches up to it.',
+              'cameras). The models are loaded for batches up to it; OpenVINO on a CPU runs up '
+              'to that many frames side by side instead, at most one per core.',
               int_range=(0, MAX_BATCH)),
     ParamSpec('qos_reliability', 'auto',
               'Reliability of the image subscription. auto subscribes with a QoS that every '

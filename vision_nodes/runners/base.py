@@ -94,6 +94,10 @@ class Runner(ABC):
         #: Most frames one ``infer`` call takes (the first tensor dimension); set by ``_load``
         #: up to the manifest's ``max_batch`` where the loaded model has a free batch axis.
         self.max_batch = 1
+        #: Threads that may call ``infer`` at once, each with its own frame, running side by
+        #: side on the device (OpenVINO on a CPU serving several cameras: its streams); 1 =
+        #: one call at a time.
+        self.concurrent_frames = 1
         #: Frames come as the u8 image (see ``supports_u8_input``).
         self.takes_u8 = False
         #: ``infer`` returns device outputs (see ``supports_device_outputs``).

@@ -4,12 +4,16 @@ Everything is decided before the runner exists: the device, the precision and th
 settings (:class:`~.openvino_plan.OpenVinoPlan`, in ``RunnerConfig.device_facts``), and the IR
 (``RunnerConfig.artifact``: converted, quantized for int8, or the manifest's own, from the
 artifact chain). The runner compiles it for one input shape at a time (static shapes run
-faster than a dynamic compile) and runs it.
+faster than a dynamic compile) and runs it. On a CPU serving several cameras (``plan.streams``
+> 1) each shape is compiled once on that many streams and its requests are lent to the
+threads that run frames (:class:`~.openvino_streams.StreamRequests`): ``concurrent_frames``
+says how many frames may run at once.
 """
 
 from __future__ import annotations
 
 import collections
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ from ..platform import openvino as facts
 from ..platform.cpu import cpu_info
 from ..text import clip
 from .base import Runner, RunnerConfig, RunnerError
+from .openvino_streams import StreamRequests
 
 #: Compiled input shapes kept per runner (least recently used dropped first).
 MAX_COMPILED_SHAPES = 8
@@ -37,11 +42,12 @@ class OpenVinoRunner(Runner):
         self._model: Any = None
         self._weights_buffer: Any = None  # the IR's weights: the model shares this memory
         self._properties: dict[str, Any] = {}
-        #: Compiled model and infer request per input shape (height, width).
-        self._compiled: collections.OrderedDict[tuple[int, int], tuple[Any, Any]] = \
+        #: Compiled model and its infer request, or its streams' requests (plan.streams > 1),
+        #: per input shape (height, width; with 'u8' for the u8-input model).
+        self._compiled: collections.OrderedDict[Any, tuple[Any, Any]] = \
             collections.OrderedDict()
-        #: Per compiled shape, requests for a batch's frames side by side (plan.streams > 1).
-        self._queues: dict[Any, Any] = {}
+        #: Compiling and the table above, for threads that run frames at once.
+        self._compile_lock = threading.Lock()
         #: Which artifact runs: 'ir' (converted), 'int8-ir' (quantized) or 'weights'.
         self.artifact = ''
         self.model_path: Path | None = None
@@ -82,7 +88,8 @@ class OpenVinoRunner(Runner):
         self._model = model
         self.output_names = [out.get_any_name() if out.get_names() else ''
                              for out in model.outputs]
-        self._properties = self.plan.properties(ir.compile_cache)
+        self._properties = self.plan.properties(ir.compile_cache, self.plan.streams)
+        self.concurrent_frames = self.plan.streams
         self.labels = ir.labels if ir.labels is not None else labels_from_rt_info(model)
         names = ', '.join(f'{f} ({facts.full_name(f)})' for f in self.plan.families)
         cfg.log(f"openvino: device {self.plan.device.name}: {names}; precision "
@@ -104,23 +111,30 @@ class OpenVinoRunner(Runner):
         return self._u8[0]
 
     def _compiled_for(self, shape: tuple[int, int], u8: bool = False) -> Any:
+        """Return the infer request (or the streams' requests) compiled for ``shape``."""
         key = (*shape, 'u8') if u8 else shape
-        found = self._compiled.get(key)
-        if found is not None:
+        with self._compile_lock:
+            found = self._compiled.get(key)
+            if found is None:
+                found = self._compiled[key] = self._compile(shape, u8)
+                while len(self._compiled) > MAX_COMPILED_SHAPES:
+                    self._compiled.popitem(last=False)
             self._compiled.move_to_end(key)
             return found[1]
+
+    def _compile(self, shape: tuple[int, int], u8: bool) -> tuple[Any, Any]:
         if self._model is None:
             raise RunnerError('runner is not loaded')
         if tuple(shape) != tuple(self.config.manifest.input_size) and not self.dynamic_shapes:
             raise RunnerError(f'this model only takes input shape '
                               f'{tuple(self.config.manifest.input_size)}, not {tuple(shape)}')
         model = (self._u8_model() if u8 else self._model).clone()
-        side_by_side = self.plan.streams > 1  # a batch's frames run one per stream
+        streams = self.plan.streams  # > 1: a batch's frames run one per stream
         if self.dynamic_shapes or self.max_batch > 1:
             import openvino as ov
 
-            batch = ov.Dimension(1, self.max_batch) if self.max_batch > 1 and \
-                not side_by_side else 1
+            batch = ov.Dimension(1, self.max_batch) if self.max_batch > 1 and streams == 1 \
+                else 1
             size = shape if self.dynamic_shapes else self.config.manifest.input_size
             dims = [int(size[0]), int(size[1])]
             model.reshape({model.inputs[0]: ov.PartialShape(
@@ -129,15 +143,12 @@ class OpenVinoRunner(Runner):
         try:
             compiled = facts.core().compile_model(model, device, self._properties)
         except RuntimeError as exc:
-            raise RunnerError(f'OpenVINO cannot compile the model for {device}: '
+            on = f' on {streams} streams' if streams > 1 else ''
+            raise RunnerError(f'OpenVINO cannot compile the model for {device}{on}: '
                               f'{clip(str(exc), 400)}') from exc
-        request = compiled.create_infer_request()
-        if side_by_side:  # single frames keep the one-stream model using every core
-            self._queues[key] = self._stream_queue(model, device)
-        self._compiled[key] = (compiled, request)
-        while len(self._compiled) > MAX_COMPILED_SHAPES:
-            self._queues.pop(self._compiled.popitem(last=False)[0], None)
-        return request
+        if streams > 1:
+            return compiled, StreamRequests(compiled, streams)
+        return compiled, compiled.create_infer_request()
 
     def prepare_shape(self, shape: tuple[int, int]) -> None:
         """Compile (and warm up) the model for ``shape`` now, so no frame waits for it."""
@@ -145,49 +156,28 @@ class OpenVinoRunner(Runner):
         if ((*shape, 'u8') if self.takes_u8 else shape) in self._compiled:
             return
         request = self._compiled_for(shape, self.takes_u8)
-        request.infer({0: np.zeros((1, *shape, 3), np.uint8) if self.takes_u8
-                       else np.zeros((1, 3) + shape, dtype=np.float32)})
+        count = request.count if isinstance(request, StreamRequests) else 1
+        zeros = np.zeros((count, *shape, 3), np.uint8) if self.takes_u8 \
+            else np.zeros((count, 3) + shape, dtype=np.float32)
+        self._run(request, zeros)  # every stream's request once
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
-        """Run (N, 3, H, W) float32 tensors, or (N, H, W, 3) u8 bgr images (``takes_u8``)."""
+        """Run (N, 3, H, W) float32 tensors, or (N, H, W, 3) u8 bgr images (``takes_u8``).
+
+        Safe to call from ``concurrent_frames`` threads at once.
+        """
         u8 = tensor.dtype == np.uint8
         size = tensor.shape[1:3] if u8 else tensor.shape[2:4]
-        shape = (int(size[0]), int(size[1]))
-        request = self._compiled_for(shape, u8)
-        queue = self._queues.get((*shape, 'u8') if u8 else shape)
-        if queue is not None and tensor.shape[0] > 1:
-            return self._side_by_side(queue, tensor)
+        return self._run(self._compiled_for((int(size[0]), int(size[1])), u8), tensor)
+
+    @staticmethod
+    def _run(request: Any, tensor: np.ndarray) -> list[np.ndarray]:
+        if isinstance(request, StreamRequests):
+            return request.run(tensor)
         result = request.infer({0: tensor}, share_inputs=True, share_outputs=False)
         return list(result.to_tuple())
 
-    def _stream_queue(self, model: Any, device: str) -> Any:
-        """Compile ``model`` once more on the plan's streams; return its request queue."""
-        import openvino as ov
-
-        try:
-            compiled = facts.core().compile_model(
-                model, device, self.plan.properties(self.config.artifact.compile_cache,
-                                                    self.plan.streams))
-        except RuntimeError as exc:
-            raise RunnerError(f'OpenVINO cannot compile the model for {device} on '
-                              f'{self.plan.streams} streams: {clip(str(exc), 400)}') from exc
-        return ov.AsyncInferQueue(compiled, self.plan.streams)
-
-    @staticmethod
-    def _side_by_side(queue: Any, tensor: np.ndarray) -> list[np.ndarray]:
-        """Run each frame of ``tensor`` as its own request, the plan's streams side by side."""
-        frames: list[Any] = [None] * tensor.shape[0]
-
-        def done(request: Any, index: int) -> None:
-            frames[index] = [out.data.copy() for out in request.output_tensors]
-        queue.set_callback(done)
-        for index in range(tensor.shape[0]):
-            queue.start_async({0: tensor[index:index + 1]}, index, share_inputs=True)
-        queue.wait_all()
-        return [np.concatenate([frame[i] for frame in frames]) for i in range(len(frames[0]))]
-
     def _unload(self) -> None:
-        self._queues.clear()
         self._compiled.clear()
         self._u8 = None
         self._model = None

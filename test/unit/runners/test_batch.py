@@ -88,23 +88,28 @@ def test_onnx_cpu_sessions_plan_no_memory_pattern(batched):
     assert options.enable_cpu_mem_arena is True
 
 
-def test_openvino_on_a_cpu_runs_a_batch_on_streams_side_by_side(batched, frames):
-    """OpenVINO on a CPU: static single-frame requests on one stream per core (up to the
-    batch) run a batch's frames side by side; a lone frame keeps the one-stream model."""
+def test_openvino_on_a_cpu_runs_frames_on_streams_side_by_side(batched, frames):
+    """OpenVINO on a CPU: one compiled model on one stream per core (up to the batch) whose
+    requests run a batch's frames, and frames of threads calling at once, side by side."""
     if batched.runner.describe()['backend'] != 'openvino':
         pytest.skip('OpenVINO only')
+    from vision_nodes.parallel import map_frames
     from vision_nodes.platform.cpu import cpu_info
+    from vision_nodes.runners.openvino_streams import StreamRequests
 
     plan = batched.runner.plan
     assert plan.streams == min(3, cpu_info().logical_cores)
     assert plan.properties(None)['NUM_STREAMS'] == 1
+    assert batched.runner.concurrent_frames == plan.streams
     if plan.streams > 1:
         assert plan.properties(None, plan.streams)['NUM_STREAMS'] == plan.streams
         bus = frames[0]
         together = batched.process_batch([bus] * 3, PARAMS)
-        assert batched.runner._queues  # the batch ran on the streams' requests
+        compiled = list(batched.runner._compiled.values())
+        assert compiled and all(isinstance(entry[1], StreamRequests) for entry in compiled)
         alone = batched.process(*bus, PARAMS)
-        for result in together:
+        at_once = map_frames(lambda frame: batched.process(*frame, PARAMS), [bus] * 4)
+        for result in together + at_once:
             assert_same_detections(result, alone, min_score=0.3, min_iou=0.99)
 
 
