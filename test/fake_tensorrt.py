@@ -17,11 +17,17 @@ Where the tests depend on it, the fakes behave as the real ones do:
   freed fails the test (in TensorRT it would be a call through a dangling pointer).
 - The builder config starts with TF32 set, as TensorRT's does.
 - ``OnnxParser.parse(model, path=None)`` finds external weight files only beside ``path``.
+- A network input is FLOAT or UINT8 as the ONNX's is; a UINT8 input may only feed ``Cast``
+  nodes (TensorRT's rule: no other layer takes UINT8, not even a transpose), else the build
+  fails. The engine reports the input's ``DataType`` and reads it from device memory as such
+  (the calibrator's batches too).
+- A build whose profile does not fit the network's fixed input dimensions fails, and an
+  engine's ``get_tensor_shape`` is the network's dimensions (-1 where free), as TensorRT's.
 - The current CUDA device is per thread; an engine runs only on the device it was loaded on.
 
 Known differences, none of which the runner relies on: ``build_serialized_network`` returns
 ``bytes`` (TensorRT: ``IHostMemory``, which supports the buffer protocol the runner uses); the
-engine format is the fake's own (a JSON header and the ONNX); engine I/O tensors are float32
+engine format is the fake's own (a JSON header and the ONNX); engine outputs are float32
 whatever the precision; the builder does no kernel timing, so the timing cache only counts
 builds; ``cudaMemcpyAsync`` copies at once (CUDA queues it on the stream); the fake CUDA
 runtime has no driver or context errors beyond the few coded below.
@@ -248,6 +254,24 @@ def _with_external_data(data: bytes, path: str | None) -> bytes:
     return model.SerializeToString()
 
 
+def _build_problem(onnx_bytes: bytes, given: Any, profile: tuple) -> str | None:
+    """Say what TensorRT would refuse to build of this network input and profile, else None."""
+    import onnx
+
+    dims = list(given.shape)
+    for shape in profile:
+        if len(shape) != len(dims) or any(d not in (-1, s) for d, s in zip(dims, shape)):
+            return (f'profile shape {list(shape)} does not fit input {given.name} of '
+                    f'dimensions {dims}')
+    if given.dtype.name == 'UINT8':
+        graph = onnx.ModelProto.FromString(onnx_bytes).graph
+        users = [n.op_type for n in graph.node if given.name in n.input]
+        if any(op != 'Cast' for op in users):
+            return (f'UINT8 network input {given.name} feeds {users}: a UINT8 input may only '
+                    'feed a cast layer')
+    return None
+
+
 # Enum values as the real bindings register them (test/data/tensorrt_api.json).
 _ENUMS_10 = {
     'NetworkDefinitionCreationFlag': {'EXPLICIT_BATCH': 0, 'STRONGLY_TYPED': 1},
@@ -260,7 +284,7 @@ _ENUMS_11 = {
 _ENUMS_COMMON = {
     'MemoryPoolType': {'WORKSPACE': 0},
     'TensorIOMode': {'NONE': 0, 'INPUT': 1, 'OUTPUT': 2},
-    'DataType': {'FLOAT': 0, 'HALF': 1, 'INT8': 2, 'INT32': 3},
+    'DataType': {'FLOAT': 0, 'HALF': 1, 'INT8': 2, 'INT32': 3, 'UINT8': 5},
 }
 
 
@@ -333,13 +357,17 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
         trt.IInt8EntropyCalibrator2 = IInt8EntropyCalibrator2
 
     def nptype(dtype):
-        return {trt.DataType.FLOAT: np.float32, trt.DataType.HALF: np.float16}[dtype]
+        return {trt.DataType.FLOAT: np.float32, trt.DataType.HALF: np.float16,
+                trt.DataType.UINT8: np.uint8}[dtype]
+
+    onnx_types = {'tensor(float)': 'FLOAT', 'tensor(float16)': 'HALF', 'tensor(uint8)': 'UINT8'}
 
     trt.nptype = nptype
 
     class ITensor:
-        def __init__(self, name, shape):
+        def __init__(self, name, shape, dtype=None):
             self.name, self.shape = name, tuple(shape)
+            self.dtype = trt.DataType.FLOAT if dtype is None else dtype
 
     class INetworkDefinition:
         def __init__(self, flags):
@@ -373,7 +401,8 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
                 return False
             self._network._onnx = data
             self._network._inputs = [
-                ITensor(i.name, [d if isinstance(d, int) else -1 for d in i.shape])
+                ITensor(i.name, [d if isinstance(d, int) else -1 for d in i.shape],
+                        getattr(trt.DataType, onnx_types[i.type]))
                 for i in session.get_inputs()]
             return True
 
@@ -508,8 +537,13 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
                     assert monitor.step_complete('Tactic selection', step) is True
                 monitor.phase_finish('Tactic selection')
                 monitor.step_complete('Building engine', 0)
-            name = network._inputs[0].name
+            given = network._inputs[0]
+            name = given.name
             profile = config._profiles[0]._shapes[name]
+            problem = _build_problem(network._onnx, given, profile)
+            if problem:
+                emit(Severity.ERROR, problem)
+                return None
             emit(Severity.WARNING, f'fake build of {name}: no kernels are timed')
             emit(Severity.INFO, 'fake build: informational message')
             if 'INT8' in config._flags:
@@ -523,7 +557,8 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
                     pointers = calibrator.get_batch([name])
                     if not pointers:
                         break
-                    trt.calibration_batches.append(read_device(cudart, pointers[0], shape))
+                    trt.calibration_batches.append(
+                        read_device(cudart, pointers[0], shape, nptype(given.dtype)))
                 calibrator.write_calibration_cache(b'fake calibration table')
             if monitor is not None:
                 monitor.phase_finish('Building engine')
@@ -531,6 +566,7 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
             gpu = cudart.state.gpus[cudart.state.device]
             header = {'tensorrt': version, 'gpu': gpu['name'], 'flags': sorted(config._flags),
                       'network_flags': network._flags, 'input': name,
+                      'input_dims': list(given.shape), 'input_dtype': given.dtype.name,
                       'profile': [list(s) for s in profile],
                       'workspace': config._pools.get('WORKSPACE'),
                       'timing_cache_builds': timing._builds if timing else None,
@@ -549,9 +585,7 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
             self._input = header['input']
             self._outputs = [o.name for o in self._session.get_outputs()]
             self._device = cudart.state.device
-            lo, _, hi = header['profile']
-            self._dynamic = lo[2:] != hi[2:]
-            self._batched = lo[0] != hi[0]
+            self._dtype = getattr(trt.DataType, header['input_dtype'])
 
         @property
         def num_io_tensors(self):
@@ -564,16 +598,11 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
             return trt.TensorIOMode.INPUT if name == self._input else trt.TensorIOMode.OUTPUT
 
         def get_tensor_dtype(self, name):
-            return trt.DataType.FLOAT
+            return self._dtype if name == self._input else trt.DataType.FLOAT
 
         def get_tensor_shape(self, name):
             if name == self._input:
-                shape = list(self._header['profile'][2])
-                if self._dynamic:
-                    shape[2] = shape[3] = -1
-                if self._batched:
-                    shape[0] = -1
-                return tuple(shape)
+                return tuple(self._header['input_dims'])
             return (-1,)
 
         def get_tensor_profile_shape(self, name, profile_index):
@@ -598,7 +627,8 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
                     not a <= s <= b for a, s, b in zip(lo, shape, hi)):
                 return False
             self._shape = tuple(shape)
-            outputs = self._engine._session.run(None, {name: np.zeros(shape, np.float32)})
+            blank = np.zeros(shape, nptype(self._engine._dtype))
+            outputs = self._engine._session.run(None, {name: blank})
             self._output_shapes = {n: o.shape for n, o in zip(self._engine._outputs, outputs)}
             return True
 
@@ -621,7 +651,8 @@ def make_fake_tensorrt(cudart: types.ModuleType, version: str = '10.13.0.35'
                 emit(Severity.ERROR, f'engine of device {self._engine._device} enqueued '
                                      f'on device {state.device}')
                 return False
-            tensor = read_device(cudart, self._addresses[self._engine._input], self._shape)
+            tensor = read_device(cudart, self._addresses[self._engine._input], self._shape,
+                                 nptype(self._engine._dtype))
             outputs = self._engine._session.run(None, {self._engine._input: tensor})
             for name, out in zip(self._engine._outputs, outputs):
                 data = np.ascontiguousarray(out, np.float32).tobytes()

@@ -149,14 +149,19 @@ class Pipeline:
 def calibration_preprocessor(manifest: ModelManifest) -> Preprocessor:
     """How int8 calibration images become network inputs: the model's own task, its stride.
 
-    Every backend calibrates through this (the artifact chain never imports the tasks).
+    Every backend calibrates through this (the artifact chain never imports the tasks); a
+    network with the pre-processing embedded calibrates on the task's u8 image.
     """
-    task = create_task(manifest)
+    task, u8_task = create_task(manifest), create_task(manifest)
+    if getattr(u8_task, 'supports_u8_input', False):
+        u8_task.u8_input = True
     return Preprocessor(
         prepare=lambda image, shape: task.preprocess(image, 'bgr8', shape)[0],
         rect_shape=lambda source_hw: rect_shape(source_hw, manifest.input_size,
                                                 manifest.stride),
-        input_size=tuple(manifest.input_size))
+        input_size=tuple(manifest.input_size),
+        prepare_u8=(lambda image, shape: u8_task.preprocess(image, 'bgr8', shape)[0])
+        if getattr(u8_task, 'u8_input', False) else None)
 
 
 def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.ndarray:

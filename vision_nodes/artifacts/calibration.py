@@ -54,11 +54,14 @@ class CalibrationSet:
     #: Image files passed over (not regular files, beyond the bounds, not JPEG or PNG).
     skipped: int = 0
 
-    def tensors(self, preprocessor: 'Preprocessor', rect: bool = False
+    def tensors(self, preprocessor: 'Preprocessor', rect: bool = False, u8: bool = False
                 ) -> Iterator[np.ndarray]:
-        """Yield each image as the network input a frame like it gets (see ``Preprocessor``)."""
+        """Yield each image as the network input a frame like it gets (see ``Preprocessor``).
+
+        ``u8``: the letterboxed u8 image, for a network with the pre-processing embedded.
+        """
         for path in self.images:
-            yield preprocessor.tensor(path, rect)
+            yield preprocessor.tensor(path, rect, u8)
 
 
 @dataclass(frozen=True)
@@ -67,18 +70,28 @@ class Preprocessor:
 
     ``prepare`` is the model's task preprocessing (8-bit BGR image, (height, width) → NCHW
     float32); ``rect_shape`` maps a source (height, width) to the rect input shape a frame
-    like it runs at, computed with the manifest's stride.
+    like it runs at, computed with the manifest's stride. ``prepare_u8`` is the same task
+    handing the letterboxed u8 (1, H, W, 3) image instead, for a network that does the rest
+    itself (None where the task cannot).
     """
 
     prepare: Callable[[np.ndarray, tuple[int, int]], np.ndarray]
     rect_shape: Callable[[tuple[int, int]], tuple[int, int]]
     input_size: tuple[int, int]
+    prepare_u8: Callable[[np.ndarray, tuple[int, int]], np.ndarray] | None = None
 
-    def tensor(self, path: Path, rect: bool = False) -> np.ndarray:
-        """One calibration image, checked and decoded, as the network input (rect if asked)."""
+    def tensor(self, path: Path, rect: bool = False, u8: bool = False) -> np.ndarray:
+        """One calibration image, checked and decoded, as the network input (rect if asked).
+
+        ``u8``: the letterboxed u8 image, for a network with the pre-processing embedded.
+        """
+        prepare = self.prepare_u8 if u8 else self.prepare
+        if prepare is None:
+            raise CalibrationError("the model's task cannot hand the u8 image a network with "
+                                   'the pre-processing embedded calibrates on')
         image = calibration_image(path)
         shape = self.rect_shape(image.shape[:2]) if rect else tuple(self.input_size)
-        return self.prepare(image, (int(shape[0]), int(shape[1])))
+        return prepare(image, (int(shape[0]), int(shape[1])))
 
 
 def _candidates(folder: Path) -> list[Path]:

@@ -7,7 +7,8 @@
                           └──convert──▶ OpenVINO IR ──NNCF──▶ INT8 IR
                                                     └─────────▶ compiled blobs (GPU/NPU)
     OpenVINO IR or INT8 IR ──PrePostProcessor──▶ u8-input IR (the pre-processing embedded)
-    ONNX or fp16 ONNX ──Cast, Mul, Transpose──▶ u8-input ONNX (GPU execution providers)
+    ONNX or fp16 ONNX ──Cast, Mul, Transpose──▶ u8-input ONNX (GPU execution providers,
+                                                             TensorRT engines)
 
 Each step is an entry of the engine cache keyed on its parent's hash and on every version
 that changes its result (:mod:`.onnx_export`, :mod:`.onnx_fp16`, :mod:`.openvino_convert`,
@@ -32,7 +33,7 @@ from typing import Any, Callable
 from .cache import CacheEntry, CacheError, ArtifactCache
 from .calibration import CalibrationError, CalibrationSet, Preprocessor, calibration_set
 from .types import (ArtifactRequest, EngineArtifact, Log, OnnxArtifact, OnnxModel, OpenVinoIr,
-                    engine_file_name, model_profile, workspace_bytes)
+                    engine_file_name, model_profile, nhwc_profile, workspace_bytes)
 from ..manifest import ModelManifest
 from ..text import clip
 
@@ -104,7 +105,7 @@ class ArtifactChain:
         """Return the fp16 conversion of ``model`` (inputs and outputs stay fp32)."""
         from .onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
 
-        entry = ensure_fp16_onnx(manifest.name, _onnx_bytes(model), self.cache, self.log)
+        entry = ensure_fp16_onnx(manifest.name, onnx_bytes(model), self.cache, self.log)
         return OnnxModel(entry.file(FP16_ONNX_FILE), entry.read_verified(FP16_ONNX_FILE),
                          entry.hit)
 
@@ -119,7 +120,7 @@ class ArtifactChain:
         """Return ``model`` taking the u8 NHWC image, its pre-processing embedded (cached)."""
         from .onnx_u8_input import U8_ONNX_FILE, ensure_u8_onnx
 
-        entry = ensure_u8_onnx(manifest.name, _onnx_bytes(model), manifest.preprocessing,
+        entry = ensure_u8_onnx(manifest.name, onnx_bytes(model), manifest.preprocessing,
                                self.cache, self.log)
         hit = entry.hit if model.hit is None else model.hit and entry.hit
         return OnnxModel(entry.file(U8_ONNX_FILE), entry.read_verified(U8_ONNX_FILE), hit)
@@ -131,6 +132,18 @@ class ArtifactChain:
         host's float tensor.
         """
         source = artifact.model
+        if not self.takes_u8_image(manifest, source):
+            return artifact
+        return replace(artifact, u8=self.onnx_u8_input(manifest, source),
+                       fp16_u8=self.onnx_u8_input(manifest, artifact.fp16)
+                       if artifact.fp16 else None)
+
+    def takes_u8_image(self, manifest: ModelManifest, source: OnnxModel) -> bool:
+        """Whether ``source`` (the fp32 ONNX) can take the u8 image; the log says why not.
+
+        The one check for every runtime that runs the u8-input graph (ONNX Runtime's GPU
+        providers, TensorRT): one 4-D float image input of 3 channels, weights inside.
+        """
         try:
             import onnx
 
@@ -147,66 +160,58 @@ class ArtifactChain:
         if reason:
             self.log(f"'{clip(manifest.name)}' takes the host's float tensor, not the u8 image: "
                      f'{reason}')
-            return artifact
-        return replace(artifact, u8=self.onnx_u8_input(manifest, source),
-                       fp16_u8=self.onnx_u8_input(manifest, artifact.fp16)
-                       if artifact.fp16 else None)
+        return reason is None
 
     # -- TensorRT ---------------------------------------------------------------------------
     def tensorrt_engine(self, manifest: ModelManifest, weights: Path, precision: str,
-                        calibration_dir: str, *, trt: Any, rt: Any, gpu: Any) -> CacheEntry:
+                        calibration_dir: str, *, trt: Any, rt: Any, gpu: Any,
+                        u8_input: bool = False) -> CacheEntry:
         """Return the engine entry for ``trt``'s version, ``gpu`` and ``precision``.
 
-        The entry holds the engine (``engine_file_name``) and ``build.json`` (with the fp32
-        model's class names under ``labels``). Raises a CacheError (EngineBuildError) saying
-        why no engine can be had.
+        With ``u8_input`` the engine takes the u8 NHWC image where the model can
+        (:mod:`.tensorrt_source`). The entry holds the engine (``engine_file_name``) and
+        ``build.json`` (with the fp32 model's class names under ``labels``). Raises a
+        CacheError (EngineBuildError) saying why no engine can be had.
         """
         from . import tensorrt_build as tb
+        from .tensorrt_source import engine_source
 
         weak = tb.weakly_typed(trt)
+        version = str(trt.__version__)
         if precision == 'int8' and (not weak or not hasattr(trt, 'IInt8EntropyCalibrator2')):
             raise tb.EngineBuildError(
-                f'TensorRT {trt.__version__} has no implicit int8 calibration (removed in '
+                f'TensorRT {version} has no implicit int8 calibration (removed in '
                 "TensorRT 11): use precision 'fp16', or TensorRT 10.x for int8")
-        model = self.onnx(manifest, weights)
-        source = _onnx_bytes(model)  # the fp32 model: its metadata holds the labels
-        onnx_bytes, onnx_path = source, model.path
-        external = tb.external_data_sha256(onnx_bytes, onnx_path.parent)
-        if precision == 'fp16' and not weak:
-            if external is not None:
-                raise tb.EngineBuildError(
-                    f'fp16 on TensorRT {trt.__version__} builds from an fp16-converted ONNX, '
-                    'and this model keeps its weights in external files, which the '
-                    'conversion does not follow: save it with its weights inside (under 2 '
-                    "GB), or use precision 'fp32'")
-            fp16 = self.fp16_onnx(manifest, model)
-            onnx_bytes, onnx_path = fp16.data, fp16.path
+        source = engine_source(self, manifest, weights, fp16_graph=precision == 'fp16'
+                               and not weak, u8_input=u8_input, tensorrt_version=version)
         profile = model_profile(manifest)
+        if source.u8:
+            profile = nhwc_profile(profile)
         calibration = self._tensorrt_calibration(manifest, calibration_dir) \
             if precision == 'int8' else None
         workspace = workspace_bytes(gpu)
-        version = str(trt.__version__)
         fields = tb.engine_cache_fields(
-            hashlib.sha256(onnx_bytes).hexdigest(), precision, profile, version, gpu,
+            hashlib.sha256(source.data).hexdigest(), precision, profile, version, gpu,
             strongly_typed=not weak, calibration=calibration[0].sha256 if calibration else None,
-            workspace=workspace, external_data=external)
+            workspace=workspace, external_data=source.external, embedded=source.embedded)
         log = self.log
 
         def build() -> tuple[bytes, dict[str, Any]]:
             log(f"building a TensorRT {version} {precision} engine for "
                 f"'{clip(manifest.name)}' on {clip(gpu.name)} (sm {gpu.sm}): this takes "
                 'minutes; it is cached for the next start')
-            tensors = None
+            inputs = None
             if calibration:
                 images, preprocessor = calibration
-                # TensorRT calibrates at its calibration profile's opt shape: input_size.
-                tensors = (images.tensors(preprocessor), len(images.images))
+                # TensorRT calibrates at its calibration profile's opt shape: input_size, and
+                # on what the network input takes (the u8 image for a u8-input graph).
+                inputs = (images.tensors(preprocessor, u8=source.u8), len(images.images))
             engine, facts = tb.build_engine(
-                trt, onnx_bytes, precision, manifest.input_size, profile,
-                strongly_typed=not weak, log=log, calibration=tensors, rt=rt,
-                onnx_path=onnx_path, workspace=workspace,
+                trt, source.data, precision, manifest.input_size, profile,
+                strongly_typed=not weak, log=log, calibration=inputs, rt=rt,
+                onnx_path=source.path, workspace=workspace,
                 timing_cache=tb.timing_cache_path(self.cache, version, gpu))
-            facts['labels'] = tb.onnx_labels(source)
+            facts['labels'] = tb.onnx_labels(source.labels_from)
             log(f"TensorRT engine for '{clip(manifest.name)}' built in "
                 f"{facts['build_seconds']} s")
             return engine, facts
@@ -220,7 +225,8 @@ class ArtifactChain:
         trt, rt = importlib.import_module('tensorrt'), cuda.cuda_runtime()
         cuda.set_device(rt, request.gpu.index)
         entry = self.tensorrt_engine(request.manifest, request.weights, request.precision,
-                                     request.calibration_dir, trt=trt, rt=rt, gpu=request.gpu)
+                                     request.calibration_dir, trt=trt, rt=rt, gpu=request.gpu,
+                                     u8_input=request.u8_input)
         return EngineArtifact(entry, engine_file_name(request.manifest.name, request.precision))
 
     def _tensorrt_calibration(self, manifest: ModelManifest, folder: str
@@ -320,7 +326,7 @@ class ArtifactChain:
         return folder
 
 
-def _onnx_bytes(model: OnnxModel) -> bytes:
+def onnx_bytes(model: OnnxModel) -> bytes:
     """Return the model's bytes: the verified entry's, or the user's file read (bounded)."""
     if model.data is not None:
         return model.data
@@ -337,4 +343,4 @@ def _ir_sha256(xml: bytes, weights: bytes) -> str:
                           + hashlib.sha256(weights).digest()).hexdigest()
 
 
-__all__ = ['ArtifactChain', 'OPENVINO_COMPILED_DIR']
+__all__ = ['ArtifactChain', 'OPENVINO_COMPILED_DIR', 'onnx_bytes']

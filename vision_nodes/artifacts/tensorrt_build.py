@@ -4,21 +4,25 @@ Any model that exports to ONNX gets an engine this way (not only Ultralytics one
 key covers everything an engine is only valid for: the ONNX's SHA-256 (and its external
 weight files'), precision, the optimisation profile (min/opt/max input shapes), the builder
 workspace, the TensorRT version, the GPU's name and compute capability, the calibration images
-(int8) and this step's version; so an engine is never loaded on a GPU or TensorRT version it
-was not built for. The engine file inside the entry is named ``{model}_{precision}.engine``;
-``build.json`` records what the build did.
+(int8), the pre-processing embedded in a u8-input graph and this step's version; so an engine
+is never loaded on a GPU or TensorRT version it was not built for. The engine file inside the
+entry is named ``{model}_{precision}.engine``; ``build.json`` records what the build did.
 
 Precision per TensorRT version (names checked against the real bindings, see
 ``test/data/tensorrt_api.json``):
 
 - TensorRT 10.x builds a weakly typed network: fp16 sets the builder's FP16 flag, int8 the
-  INT8 flag (plus FP16) with an entropy calibrator (``IInt8EntropyCalibrator2``) over tensors
+  INT8 flag (plus FP16) with an entropy calibrator (:mod:`.tensorrt_calibrator`) over inputs
   the caller prepares the way the model's task does.
 - TensorRT 11 removed the FP16/INT8 flags and the calibrators: every network is strongly
   typed (its ``STRONGLY_TYPED`` creation flag is deprecated and ignored), so fp16 parses an
   fp16-converted ONNX that the caller hands in, and implicit int8 is refused by the runner.
 - fp32 clears the TF32 flag, which TensorRT sets by default: with it, fp32 convolutions and
   matrix products run on tensor cores with 10-bit mantissas, which is not fp32.
+
+The ONNX is the float graph (NCHW float32 input) or its u8-input twin (:mod:`.onnx_u8_input`:
+a UINT8 NHWC image whose first consumer is the ``Cast`` to float, the only layer TensorRT lets
+a UINT8 network input feed); the input's type tells which, and the profile is laid out alike.
 
 Every build sets a workspace limit (:func:`workspace_bytes`) and reuses a timing cache kept
 per GPU and TensorRT version beside the entries, so a rebuild (another precision, profile or
@@ -36,17 +40,17 @@ import time
 import uuid
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from .cache import CacheEntry, CacheError, ArtifactCache, file_sha256
 from .labels import labels_from_metadata
 from .tensorrt_log import _make_logger, log_route, tensorrt_logger  # noqa: F401 - shared
-from .types import (Profile, engine_file_name, rect_profile, static_profile,  # noqa: F401
-                    workspace_bytes)
+from .tensorrt_calibrator import entropy_calibrator
+from .types import (Profile, engine_file_name, nhwc_profile, rect_profile,  # noqa: F401
+                    static_profile, workspace_bytes)
 from ..limits import MAX_TENSORRT_TIMING_CACHE_BYTES
-from ..platform import cuda
 from ..platform.cuda import GpuInfo
 from ..text import clip
 
@@ -64,9 +68,15 @@ class EngineBuildError(CacheError):
 def engine_cache_fields(onnx_sha256: str, precision: str, profile: Profile,
                         tensorrt_version: str, gpu: GpuInfo, *, strongly_typed: bool,
                         calibration: str | None = None, workspace: int = 0,
-                        external_data: str | None = None) -> dict[str, Any]:
-    """Return the fields that make up an engine's cache key."""
-    return {
+                        external_data: str | None = None,
+                        embedded: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Return the fields that make up an engine's cache key.
+
+    ``embedded`` is the pre-processing an engine taking the u8 image runs inside
+    (:func:`~.types.embedded_preprocessing`); engines taking the float tensor have no such
+    field, so their keys are what they were before engines could take the u8 image.
+    """
+    fields = {
         'onnx_sha256': onnx_sha256,
         'external_data_sha256': external_data,
         'precision': precision,
@@ -80,6 +90,9 @@ def engine_cache_fields(onnx_sha256: str, precision: str, profile: Profile,
         'calibration_sha256': calibration,
         'builder': f'vision_nodes-tensorrt/{ENGINE_STEP_VERSION}',
     }
+    if embedded is not None:
+        fields['embedded_preprocessing'] = embedded
+    return fields
 
 
 def tensorrt_major(trt: ModuleType) -> int:
@@ -194,87 +207,39 @@ def _progress_monitor(trt: ModuleType, log: Log, every_s: float = 15.0) -> Any:
     return _Monitor()
 
 
-def _calibrator(trt: ModuleType, rt: ModuleType, batches: Iterable[np.ndarray], count: int,
-                log: Log) -> Any:
-    """Return an ``IInt8EntropyCalibrator2`` feeding ``batches`` (NCHW float32) to the builder.
-
-    Each batch is copied into one device buffer allocated for the first; :meth:`close` frees
-    it after the build. The calibration table TensorRT writes is kept in ``table``.
-    """
-
-    class _Calibrator(trt.IInt8EntropyCalibrator2):
-        def __init__(self) -> None:
-            trt.IInt8EntropyCalibrator2.__init__(self)
-            self.batches: Iterator[np.ndarray] = iter(batches)
-            self.pointer = 0
-            self.nbytes = 0
-            self.done = 0
-            self.table: bytes | None = None
-            self.error: BaseException | None = None
-
-        def get_batch_size(self) -> int:
-            return 1
-
-        def get_batch(self, names: list[str]) -> list[int] | None:
-            try:
-                batch = next(self.batches, None)
-                if batch is None:
-                    return None
-                batch = np.ascontiguousarray(batch, dtype=np.float32)
-                if batch.nbytes > self.nbytes:
-                    if self.pointer:
-                        cuda.free(rt, self.pointer)
-                    self.pointer, self.nbytes = cuda.malloc(rt, batch.nbytes), batch.nbytes
-                cuda.copy_to_device(rt, self.pointer, batch, 0)
-                call_sync(rt)
-                self.done += 1
-                if self.done == 1 or self.done % 50 == 0 or self.done == count:
-                    log(f'TensorRT int8 calibration: image {self.done}/{count}')
-                return [self.pointer] * len(names)
-            except Exception as exc:  # noqa: BLE001 - reported after the build
-                self.error = exc
-                return None
-
-        def read_calibration_cache(self) -> bytes | None:
-            return None  # the engine itself is cached; calibrate afresh on every build
-
-        def write_calibration_cache(self, cache: Any) -> None:
-            self.table = bytes(memoryview(cache))
-
-        def close(self) -> None:
-            if self.pointer:
-                cuda.free(rt, self.pointer)
-                self.pointer = 0
-
-    return _Calibrator()
-
-
-def call_sync(rt: ModuleType) -> None:
-    """Wait for the whole device (used once per calibration batch, off the frame path)."""
-    cuda.call(rt, 'cudaDeviceSynchronize')
+def takes_u8_image(trt: ModuleType, tensor: Any) -> bool:
+    """Whether a network input is the u8 image (UINT8, NHWC) rather than a float NCHW tensor."""
+    return tensor.dtype == trt.DataType.UINT8
 
 
 def _network_profile(trt: ModuleType, network: Any, input_size: Sequence[int],
                      requested: Profile, log: Log) -> tuple[str, Profile]:
-    """Check the network's single NCHW input; return its name and the profile to build."""
+    """Check the network's single image input; return its name and the profile to build.
+
+    The input is NCHW, or NHWC when it is the u8 image (``requested`` is laid out alike).
+    """
     if network.num_inputs != 1:
         raise EngineBuildError(f'the ONNX model has {network.num_inputs} inputs; the TensorRT '
                                'runner serves image models with exactly one input')
     tensor = network.get_input(0)
     dims = [int(d) for d in tensor.shape]
+    u8 = takes_u8_image(trt, tensor)
     if len(dims) != 4:
         raise EngineBuildError(f"the ONNX model's input '{clip(tensor.name)}' has shape "
-                               f'{dims}; expected NCHW (4 dimensions)')
-    if dims[2] == -1 and dims[3] == -1:
+                               f"{dims}; expected {'NHWC' if u8 else 'NCHW'} (4 dimensions)")
+    height, width = (dims[1], dims[2]) if u8 else (dims[2], dims[3])
+    if height == -1 and width == -1:
         return tensor.name, requested
-    fixed = static_profile((dims[2], dims[3]), requested[2][0] if dims[0] == -1 else 1)
-    if (dims[2], dims[3]) != tuple(int(v) for v in input_size):
+    fixed = static_profile((height, width), requested[2][0] if dims[0] == -1 else 1)
+    if u8:
+        fixed = nhwc_profile(fixed)
+    if (height, width) != tuple(int(v) for v in input_size):
         raise EngineBuildError(
-            f"the ONNX model's input '{clip(tensor.name)}' is fixed at {dims[2]}x{dims[3]} "
+            f"the ONNX model's input '{clip(tensor.name)}' is fixed at {height}x{width} "
             f"but the manifest's input_size is {input_size[0]}x{input_size[1]}: fix the "
             'manifest (or export the model with dynamic height and width)')
     if requested != fixed:
-        log(f"the ONNX model's input is fixed at {dims[2]}x{dims[3]}: building a fixed-shape "
+        log(f"the ONNX model's input is fixed at {height}x{width}: building a fixed-shape "
             'engine (no rect inference)')
     return tensor.name, fixed
 
@@ -343,7 +308,9 @@ def build_engine(trt: ModuleType, onnx_bytes: bytes, precision: str,
 
     ``onnx_path`` is where the model lives, so that TensorRT finds external weight files
     beside it (the bytes parsed are still the ones the caller checked). ``calibration`` is
-    (tensors, how many) for int8, with ``rt`` the CUDA runtime for its device buffer.
+    (inputs, how many) for int8, each as the network input takes it (a float NCHW tensor, or
+    the u8 NHWC image for a u8-input graph), with ``rt`` the CUDA runtime for its buffer.
+    ``profile`` is laid out as the input is (NHWC for the u8 image).
     ``timing_cache`` is the file the build's kernel timings are read from and saved to.
     Raises EngineBuildError with TensorRT's own messages when it fails.
     """
@@ -393,12 +360,15 @@ def _build(trt, onnx_bytes, precision, input_size, profile, strongly_typed, log,
         if calibration is None or rt is None:
             raise EngineBuildError("precision 'int8' needs calibration images")
         tensors, count = calibration
-        calibrator = _calibrator(trt, rt, tensors, count, log)
+        calibrator = entropy_calibrator(trt, rt, tensors, count,
+                                        trt.nptype(network.get_input(0).dtype), log)
         config.int8_calibrator = calibrator
         if profile[0] != profile[2]:
             config.set_calibration_profile(_calibration_profile(builder, name, profile, shapes))
     facts: dict[str, Any] = {
         'input': name, 'dynamic': profile[0] != profile[2],
+        'input_layout': 'u8 NHWC' if takes_u8_image(trt, network.get_input(0))
+        else 'float NCHW',
         'profile': {'min': list(profile[0]), 'opt': list(profile[1]), 'max': list(profile[2])},
         'tensorrt': str(trt.__version__), 'precision': precision,
         'strongly_typed': strongly_typed, **settings,

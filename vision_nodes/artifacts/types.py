@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     from ..platform.cuda import GpuInfo
     from .cache import CacheEntry
 
-#: Shape profile: (min, opt, max), each an NCHW shape.
+#: Shape profile: (min, opt, max), each an NCHW shape (NHWC for a u8 image input).
 Profile = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 Log = Callable[[str], None]
 
@@ -55,6 +55,11 @@ def rect_profile(input_size: Sequence[int], stride: int = 32, batch: int = 1) ->
     """
     height, width = int(input_size[0]), int(input_size[1])
     return (1, 3, stride, stride), (batch, 3, height, width), (batch, 3, height, width)
+
+
+def nhwc_profile(profile: Profile) -> Profile:
+    """Return an NCHW ``profile`` laid out NHWC, as a u8 image input takes it."""
+    return tuple((n, h, w, c) for n, c, h, w in profile)  # type: ignore[return-value]
 
 
 def model_profile(manifest: 'ModelManifest') -> Profile:
@@ -151,8 +156,8 @@ class ArtifactRequest:
     fp16_for: str = ''
     #: openvino: whether compiled blobs are kept (GPU, NPU).
     compile_cache: bool = False
-    #: openvino, onnx: also the u8-input twin (the task hands the u8 image; the runtime
-    #: converts).
+    #: openvino, onnx, tensorrt: also the u8-input twin (the task hands the u8 image; the
+    #: runtime converts); tensorrt builds its engine from it instead of the float graph.
     u8_input: bool = False
     #: onnx: the execution provider that runs the u8-input graph ('' if none does).
     u8_for: str = ''

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..artifacts.labels import labels_from_metadata
-from ..artifacts.types import OnnxArtifact, model_profile
+from ..artifacts.types import OnnxArtifact, model_profile, nhwc_profile
 from ..images import U8_INPUT_ORDER as TENSOR_ORDER
 from ..loaders import read_weights
 from ..platform.cpu import cpu_info
@@ -209,9 +209,7 @@ class OnnxRunner(Runner):
         if len(shape) != 4 or hw[0] is not None or hw[1] is not None:
             return None
         profile = model_profile(self.config.manifest)
-        if u8:
-            profile = tuple((n, h, w, c) for n, c, h, w in profile)
-        return name, profile
+        return name, nhwc_profile(profile) if u8 else profile
 
     def _graph_for(self, provider: str, u8_allowed: bool) -> tuple[Any, str, bool]:
         """(model, its SHA-256, whether it takes the u8 image) that ``provider`` runs.

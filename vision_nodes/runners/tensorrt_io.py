@@ -2,7 +2,9 @@
 
 The engine's one image input and its outputs are found by name; device buffers and pinned
 host buffers (:class:`~.tensorrt_buffers.TensorBuffers`) hold them, and one CUDA stream
-carries the copies and the run, so the copies are asynchronous DMA transfers.
+carries the copies and the run, so the copies are asynchronous DMA transfers. The input is an
+NCHW float tensor, or the u8 NHWC image for an engine with the pre-processing embedded (a
+quarter of the bytes to copy); its type says which.
 """
 
 from __future__ import annotations
@@ -57,6 +59,19 @@ class EngineIO:
         return dims
 
     @property
+    def takes_u8(self) -> bool:
+        """Whether the input is the u8 (N, H, W, 3) image rather than an NCHW float tensor."""
+        return self._input_dtype == np.uint8
+
+    def image_shape(self, batch: int, height: int, width: int) -> tuple[int, int, int, int]:
+        """Return the input shape of ``batch`` frames of (height, width), in the input's layout."""
+        return (batch, height, width, 3) if self.takes_u8 else (batch, 3, height, width)
+
+    def image_hw(self, shape: tuple[int, ...]) -> tuple[int, int]:
+        """Return (height, width) of an input ``shape`` in the input's layout."""
+        return (shape[1], shape[2]) if self.takes_u8 else (shape[2], shape[3])
+
+    @property
     def input_name(self) -> str:
         """The engine's image input."""
         return self._input
@@ -87,7 +102,11 @@ class EngineIO:
         self.shape = tuple(shape)
 
     def run(self, tensor: np.ndarray, log: Callable[[str], None]) -> list[np.ndarray]:
-        """Copy ``tensor`` in, run the engine, copy the outputs out (float32 copies)."""
+        """Copy ``tensor`` in, run the engine, copy the outputs out (float32 copies).
+
+        ``tensor`` is of the input's kind (u8 for a u8 input, float otherwise: the caller
+        checks), in the shape last set.
+        """
         rt, stream = self._rt, self._stream
         # The pinned input buffer takes the values (any strides, any float dtype) in one copy.
         host = self._buffers.host(self._input, self.shape, self._input_dtype)

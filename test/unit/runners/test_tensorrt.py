@@ -34,7 +34,7 @@ import pytest
 
 from fake_tensorrt import FAKE_ONLY, make_fake_cudart, make_fake_tensorrt
 from hostile_files import png_header
-from vision_nodes.artifacts import tensorrt_build
+from vision_nodes.artifacts import tensorrt_build, tensorrt_calibrator
 from vision_nodes.artifacts.calibration import calibration_set
 from vision_nodes.artifacts.chain import ArtifactChain
 from vision_nodes.artifacts.cache import ArtifactCache, file_sha256
@@ -76,48 +76,6 @@ def yolo_onnx(model_dir, engine_cache_dir) -> Path:
     entry = ensure_onnx(manifest, manifest.weights_path(str(model_dir)),
                         ArtifactCache(engine_cache_dir))
     return entry.file(ONNX_FILE)
-
-
-@pytest.fixture(scope='module')
-def tiny_onnx(tmp_path_factory) -> Path:
-    """A small detection-shaped model with dynamic height and width (1x1 conv, pooling)."""
-    onnx = pytest.importorskip('onnx', reason='onnx builds the small test model')
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(0)
-    weight = numpy_helper.from_array(rng.standard_normal((84, 3, 1, 1)).astype(np.float32),
-                                     'w')
-    shape = numpy_helper.from_array(np.array([1, 84, -1], np.int64), 'shape')
-    graph = helper.make_graph(
-        [helper.make_node('AveragePool', ['images'], ['pooled'], kernel_shape=[8, 8],
-                          strides=[8, 8]),
-         helper.make_node('Conv', ['pooled', 'w'], ['conv']),
-         helper.make_node('Reshape', ['conv', 'shape'], ['output0'])],
-        'tiny', [helper.make_tensor_value_info('images', TensorProto.FLOAT,
-                                               [1, 3, 'height', 'width'])],
-        [helper.make_tensor_value_info('output0', TensorProto.FLOAT, [1, 84, 'anchors'])],
-        [weight, shape])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid('', 17)])
-    model.ir_version = 8
-    path = tmp_path_factory.mktemp('tiny') / 'tiny.onnx'
-    onnx.save(model, str(path))
-    return path
-
-
-@pytest.fixture
-def fake_gpu(monkeypatch):
-    """Install a fake cuda-python runtime with one GPU; return it (``.state`` holds GPUs)."""
-    rt = make_fake_cudart([dict(GPU_A)])
-    monkeypatch.setitem(sys.modules, 'cuda.bindings.runtime', rt)
-    return rt
-
-
-@pytest.fixture
-def fake_trt(monkeypatch, fake_gpu):
-    """Install a fake TensorRT 10.x bound to the fake GPU."""
-    trt = make_fake_tensorrt(fake_gpu)
-    monkeypatch.setitem(sys.modules, 'tensorrt', trt)
-    return trt
 
 
 def _manifest(weights: Path, name: str = 'yolov8n_trt', size=(640, 640), **extra):
@@ -847,7 +805,7 @@ def _check_runner_names(versions: dict) -> None:
         for group in ('classes', 'enums'):
             for name, members in v[group].items():
                 nested.setdefault(name, set()).update(members)
-    for source in (tensorrt_runner, tensorrt_io, tensorrt_build):
+    for source in (tensorrt_runner, tensorrt_io, tensorrt_build, tensorrt_calibrator):
         tree = ast.parse(Path(source.__file__).read_text())
         for node in ast.walk(tree):
             chain = _trt_chain(node)
@@ -861,7 +819,8 @@ def _check_runner_names(versions: dict) -> None:
                     assert leaf in nested[inner], chain
     trt = make_fake_tensorrt(make_fake_cudart())
     ours = {'IProgressMonitor': tensorrt_build._progress_monitor(trt, print),
-            'IInt8EntropyCalibrator2': tensorrt_build._calibrator(trt, None, [], 0, print),
+            'IInt8EntropyCalibrator2': tensorrt_calibrator.entropy_calibrator(
+                trt, None, [], 0, np.float32, print),
             'ILogger': tensorrt_build._make_logger(trt)}
     helpers = {'close', 'batches', 'pointer', 'nbytes', 'done', 'table', 'error', 'steps',
                'started', 'last'}
