@@ -10,7 +10,9 @@ For each N of ``--cameras`` (default 1 2 4), N publishers send the same image (r
             ``detections``), each with its own copy of the model;
 
 both on ``--backend`` (default onnx), measured one after the other on the same topics for
-``--seconds`` after ``--warmup`` seconds. Per camera: delivered frames per second (answers
+``--seconds`` after ``--warmup`` seconds; ``--repeats K`` measures K such pairs, alternating
+which mode goes first, and adds the median ratios (``ratios_median``) and each pair's
+(``repeats``) to the JSON. Per camera: delivered frames per second (answers
 received / seconds), latency from the image's stamp to DDS delivery of its answer to this
 process (p50, p95); per mode: total resident memory of the node processes (RSS, and PSS,
 which splits shared pages between processes), sampled while running, the largest sample;
@@ -245,6 +247,51 @@ def mixed_sizes(args: Any, images: dict[str, np.ndarray]) -> dict[str, float]:
     return out
 
 
+def measure_pair(count: int, args: Any, cameras: list[Any], order: tuple[str, str]
+                 ) -> dict[str, Any]:
+    """Both modes on ``count`` cameras, in ``order``; their numbers and the ratios."""
+    run: dict[str, Any] = {}
+    for mode in order:
+        run[mode] = run_mode(mode, count, args, cameras)
+        cams = run[mode]['cameras']
+        rates = ', '.join(f"{c['fps']:.1f}" for c in cams)
+        print(f"  {count} cam {mode:>7}: fps/cam {rates}; p50 "
+              f"{max(c['p50_ms'] for c in cams):.0f} ms, p95 "
+              f"{max(c['p95_ms'] for c in cams):.0f} ms (worst camera); RSS "
+              f"{run[mode]['rss_mib']:.0f} MiB, PSS {run[mode]['pss_mib']:.0f} MiB; "
+              f"node CPU {run[mode]['cpu_cores']:.2f} cores "
+              f"({run[mode]['cpu_ms_per_frame'] or 0:.0f} ms/frame), publishers "
+              f"{run[mode]['bench_cpu_cores']:.2f} cores", flush=True)
+    same = []
+    for b, s in zip(run['batched']['cameras'], run['single']['cameras']):
+        mine, theirs = b.pop('last'), s.pop('last')
+        same.append('no answer to compare' if mine is None or theirs is None else
+                    same_objects(_message_arrays(mine), _message_arrays(theirs)))
+    run['same_objects'] = same
+    batched, single = run['batched'], run['single']
+    fps_b = sum(c['fps'] for c in batched['cameras'])
+    fps_s = sum(c['fps'] for c in single['cameras'])
+    run['ratios'] = {
+        'memory_rss': batched['rss_mib'] / single['rss_mib'],
+        'memory_pss': batched['pss_mib'] / single['pss_mib'],
+        'throughput': fps_b / fps_s if fps_s else None,
+        'p95': max(c['p95_ms'] for c in batched['cameras']) /
+        max(c['p95_ms'] for c in single['cameras'])}
+    r = run['ratios']
+    print(f"  {count} cam ratios batched/single: memory RSS {r['memory_rss']:.2f}x "
+          f"(target <= 0.4), PSS {r['memory_pss']:.2f}x; throughput "
+          f"{r['throughput'] or 0:.2f}x (target >= 1.0); p95 {r['p95']:.2f}x "
+          f"(target <= 1.0); results: {'; '.join(same)}", flush=True)
+    for cam in cameras:
+        cam.stop()
+    return run
+
+
+def _ratio_runs(pairs: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(throughput, p95) ratio of each pair."""
+    return [(pair['ratios']['throughput'] or 0.0, pair['ratios']['p95']) for pair in pairs]
+
+
 def plot(results: dict[str, Any], path: Path) -> None:
     """Delivered fps per camera, p95 latency and memory, batched vs single, per N."""
     import matplotlib
@@ -289,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--max-batch', type=int, default=0,
                         help='batched node: most frames a run (0: one per camera)')
     parser.add_argument('--mixed-runs', type=int, default=20, help='0: skip that part')
+    parser.add_argument('--repeats', type=int, default=1,
+                        help='pairs of runs per N, alternating which mode goes first; the '
+                             'median ratios are printed and written too')
     parser.add_argument('--dds-profile', default='default')
     parser.add_argument('--json', type=Path, default=None)
     parser.add_argument('--plot', type=Path, default=None)
@@ -332,40 +382,23 @@ def main(argv: list[str] | None = None) -> int:
                  for i in range(max(args.cameras))]
         for count in args.cameras:
             cameras = every[:count]
-            run = results['runs'][str(count)] = {}
-            for mode in ('batched', 'single'):
-                run[mode] = run_mode(mode, count, args, cameras)
-                cams = run[mode]['cameras']
-                rates = ', '.join(f"{c['fps']:.1f}" for c in cams)
-                print(f"  {count} cam {mode:>7}: fps/cam {rates}; p50 "
-                      f"{max(c['p50_ms'] for c in cams):.0f} ms, p95 "
-                      f"{max(c['p95_ms'] for c in cams):.0f} ms (worst camera); RSS "
-                      f"{run[mode]['rss_mib']:.0f} MiB, PSS {run[mode]['pss_mib']:.0f} MiB; "
-                      f"node CPU {run[mode]['cpu_cores']:.2f} cores "
-                      f"({run[mode]['cpu_ms_per_frame'] or 0:.0f} ms/frame), publishers "
-                      f"{run[mode]['bench_cpu_cores']:.2f} cores", flush=True)
-            same = []
-            for b, s in zip(run['batched']['cameras'], run['single']['cameras']):
-                mine, theirs = b.pop('last'), s.pop('last')
-                same.append('no answer to compare' if mine is None or theirs is None else
-                            same_objects(_message_arrays(mine), _message_arrays(theirs)))
-            run['same_objects'] = same
-            batched, single = run['batched'], run['single']
-            fps_b = sum(c['fps'] for c in batched['cameras'])
-            fps_s = sum(c['fps'] for c in single['cameras'])
-            run['ratios'] = {
-                'memory_rss': batched['rss_mib'] / single['rss_mib'],
-                'memory_pss': batched['pss_mib'] / single['pss_mib'],
-                'throughput': fps_b / fps_s if fps_s else None,
-                'p95': max(c['p95_ms'] for c in batched['cameras']) /
-                max(c['p95_ms'] for c in single['cameras'])}
-            r = run['ratios']
-            print(f"  {count} cam ratios batched/single: memory RSS {r['memory_rss']:.2f}x "
-                  f"(target <= 0.4), PSS {r['memory_pss']:.2f}x; throughput "
-                  f"{r['throughput'] or 0:.2f}x (target >= 1.0); p95 {r['p95']:.2f}x "
-                  f"(target <= 1.0); results: {'; '.join(same)}", flush=True)
-            for cam in cameras:
-                cam.stop()
+            pairs = []
+            for repeat in range(max(1, args.repeats)):
+                # Alternate which mode goes first, so neither always meets the warmer machine.
+                order = ('batched', 'single') if repeat % 2 == 0 else ('single', 'batched')
+                pairs.append(measure_pair(count, args, cameras, order))
+            run = results['runs'][str(count)] = pairs[0]
+            if len(pairs) > 1:
+                run['repeats'] = [pair['ratios'] for pair in pairs]
+                run['ratios_median'] = {
+                    key: statistics.median(pair['ratios'][key] or 0 for pair in pairs)
+                    for key in pairs[0]['ratios']}
+                m = run['ratios_median']
+                print(f"  {count} cam, median of {len(pairs)} pairs: memory RSS "
+                      f"{m['memory_rss']:.2f}x, throughput {m['throughput']:.2f}x "
+                      f"(runs {', '.join(f'{p[0]:.2f}' for p in _ratio_runs(pairs))}), "
+                      f"p95 {m['p95']:.2f}x (runs "
+                      f"{', '.join(f'{p[1]:.2f}' for p in _ratio_runs(pairs))})", flush=True)
     finally:
         harness.close()
     for run in results['runs'].values():
