@@ -13,9 +13,10 @@ Ultralytics' own device and thread choice (masks at network resolution, as it re
 Measured in interleaved rounds, shuffled each round, as ``bench_detect.py`` does; a ratio is
 the median over rounds of the per-round ratio of medians, with a 95 % bootstrap interval; the
 target (node path at most a third of predict, i.e. >= 3x faster) counts as met or missed only
-when the whole interval is on one side. Not a test: nothing is asserted. A task whose model
-this machine cannot run on ``--backend`` at ``--precision`` is skipped with its reason in one
-line, and the others are measured (``bench_configs.py``).
+when the whole interval is on one side; ``--json PATH`` writes the medians and ratios in
+``bench_report.py``'s shape (``configs``: ``node_ms`` per task). Not a test: nothing is
+asserted. A task whose model this machine cannot run on ``--backend`` at ``--precision`` is
+skipped with its reason in one line, and the others are measured (``bench_configs.py``).
 
     .venv/bin/python benchmarks/bench_segpose.py
     .venv/bin/python benchmarks/bench_segpose.py --tasks pose --backend openvino --rounds 20
@@ -34,6 +35,7 @@ import cv2
 
 from bench_configs import cannot_run, runnable
 from bench_detect import bench_environment, paired_ratio, verdict
+from bench_report import machine_facts, write_json
 
 #: task → (manifest, the topic published last for a frame, its message type's module, name).
 #: ``detect`` (not run by default) is the baseline: the same measurement for detection.
@@ -60,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--image', type=Path, default=None, help='default: ultralytics bus.jpg')
     parser.add_argument('--dds-profile', default='default')
+    parser.add_argument('--json', type=Path, default=None, help='write the results here')
     args = parser.parse_args(argv)
     bench_environment(args.dds_profile)
 
@@ -82,11 +85,13 @@ def main(argv: list[str] | None = None) -> int:
           f'precision {args.precision}; {args.rounds} rounds x {args.frames} frames', flush=True)
 
     calibration = str(args.calibration_dir.resolve()) if args.calibration_dir else ''
-    tasks, _ = runnable(args.tasks, lambda task: cannot_run(
+    tasks, skipped = runnable(args.tasks, lambda task: cannot_run(
         resolve_manifest(TASKS[task][0]), args.backend, args.precision,
         calibration_dir=calibration), name=lambda task: f'{task} ({TASKS[task][0]})')
     if not tasks:
         print('no task can run on this machine with this backend and precision', flush=True)
+        if args.json:
+            write_json(args.json, machine_facts(), {}, None, {}, skipped)
         return 1
     nodes, clients, pubs, queues, predict = {}, {}, {}, {}, {}
     YOLO = import_ultralytics().YOLO
@@ -164,11 +169,22 @@ def main(argv: list[str] | None = None) -> int:
         for line in lines:
             print(f'  {task}: {line}')
     print(f'\nratios (paired by round: median of {args.rounds} rounds [95 % interval]):')
+    ratios = {}
     for task in tasks:
         ratio = paired_ratio(by_round[f'{task}: node path'],
                              by_round[f'{task}: ultralytics .pt predict'])
+        ratios[f'{task} node path / ultralytics .pt predict'] = {
+            'median': ratio.value, 'low': ratio.low, 'high': ratio.high}
         print(f'  {task} node path / ultralytics .pt predict = {ratio}   '
               f'{verdict(ratio, 1 / 3, False)}   (speed-up {1 / ratio.value:.2f}x)')
+    if args.json:
+        configs = {task: {'node_ms': _ms([x for r in by_round[f'{task}: node path'] for x in r]),
+                          'ultralytics_pt_ms': _ms([x for r in by_round[
+                              f'{task}: ultralytics .pt predict'] for x in r]),
+                          'backend': args.backend, 'precision': args.precision,
+                          'ran': chosen.get(task, [])} for task in tasks}
+        write_json(args.json, machine_facts(), configs, None, ratios, skipped)
+        print(f'wrote {args.json}')
     return 0
 
 
