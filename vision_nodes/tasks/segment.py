@@ -67,22 +67,38 @@ def _half_pixel(ratio: float, start: float) -> tuple[float, float]:
     return ratio, (start + 0.5) * ratio - 0.5
 
 
-def _network_mask(logits: np.ndarray, box: np.ndarray, meta: NetworkMeta
-                  ) -> tuple[np.ndarray, int, int]:
+def _network_mask(coefficients: np.ndarray, prototypes: np.ndarray, box: np.ndarray,
+                  meta: NetworkMeta) -> tuple[np.ndarray, int, int]:
     """Return the mask at network resolution inside ``box``: (bool region, its left, its top).
 
-    The logits (mh, mw) upsampled (bilinear) to the network input, above 0, and cropped to
-    the pixels x1 <= c < x2, y1 <= r < y2; outside the region the mask is empty.
+    The logits (coefficients . prototypes, (mh, mw)) upsampled (bilinear) to the network
+    input, above 0, and cropped to the pixels x1 <= c < x2, y1 <= r < y2; outside the region
+    the mask is empty. Only the prototype pixels the samples read are combined (the samples'
+    span, one more for the bilinear neighbour): the same samples as from the whole plane.
     """
     height, width = meta.shape
     x0, x1 = (int(np.clip(np.ceil(v), 0, width)) for v in box[0::2])
     y0, y1 = (int(np.clip(np.ceil(v), 0, height)) for v in box[1::2])
     if x1 <= x0 or y1 <= y0:
         return np.zeros((0, 0), bool), x0, y0
-    mh, mw = logits.shape
+    _, mh, mw = prototypes.shape
     sx, ox = _half_pixel(mw / width, x0)
     sy, oy = _half_pixel(mh / height, y0)
-    return _sample(logits, (sx, sy), (ox, oy), (y1 - y0, x1 - x0)) > 0, x0, y0
+    px0, px1 = _span(ox, sx, x1 - x0, mw)
+    py0, py1 = _span(oy, sy, y1 - y0, mh)
+    logits = np.einsum('c,chw->hw', coefficients, prototypes[:, py0:py1, px0:px1])
+    return _sample(logits, (sx, sy), (ox - px0, oy - py0), (y1 - y0, x1 - x0)) > 0, x0, y0
+
+
+def _span(offset: float, scale: float, count: int, size: int) -> tuple[int, int]:
+    """Prototype pixels [start, stop) that ``count`` samples at i * scale + offset read.
+
+    Integer bounds, so the samples' positions within the crop keep their fractions; at the
+    plane's edges the crop ends where the plane does and the edge is replicated as before.
+    """
+    first, last = offset, offset + (count - 1) * scale
+    return (int(np.clip(np.floor(first), 0, size - 1)),
+            int(np.clip(np.floor(last) + 2, 1, size)))
 
 
 def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta, out: np.ndarray
@@ -132,12 +148,14 @@ def instance_masks(coefficients: np.ndarray, prototypes: np.ndarray, boxes: np.n
     masks = np.zeros((count,) + tuple(meta.letterbox.source_shape), dtype=bool)
     if count == 0:
         return masks, np.zeros(0, np.int64)
-    nm, mh, mw = prototypes.shape
-    logits = (coefficients.astype(np.float32) @ prototypes.reshape(nm, mh * mw)
-              ).reshape(count, mh, mw)
+    # Each mask's logits only within its box, with NumPy's own loops: a BLAS product over
+    # the whole plane would wake BLAS's thread pool, whose threads then spin on the cores
+    # the next frame's inference needs.
+    coefficients = coefficients.astype(np.float32, copy=False)
+    prototypes = prototypes.astype(np.float32, copy=False)
     kept = np.zeros(count, bool)
     for i in range(count):
-        region, x0, y0 = _network_mask(logits[i], boxes[i], meta)
+        region, x0, y0 = _network_mask(coefficients[i], prototypes, boxes[i], meta)
         kept[i] = region.any()
         if kept[i]:
             _to_source(region, x0, y0, meta, masks[i])
