@@ -23,11 +23,11 @@ import cv2  # noqa: E402
 from onnx import helper  # noqa: E402
 
 from detection_match import assert_same_detections  # noqa: E402
+from pipeline_builds import PipelineBuilds  # noqa: E402
 from vision_nodes.artifacts.cache import cache_key  # noqa: E402
 from vision_nodes.artifacts.onnx_u8_input import (U8_ONNX_FILE, embed_u8_input,  # noqa: E402
                                                   onnx_u8_fields)
 from vision_nodes.manifest import Preprocessing, resolve_manifest  # noqa: E402
-from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.runners import onnx_providers  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 from vision_nodes.tasks.preprocess import prepare, prepare_u8, rect_shape  # noqa: E402
@@ -110,18 +110,9 @@ def cpu_takes_u8():
 
 @pytest.fixture(scope='module')
 def build(model_dir, engine_cache_dir):
-    built = []
-
-    def make(cache_dir=None, log=None, **options):
-        pipeline = build_pipeline(resolve_manifest('yolov8n'), 'onnx', model_dir=str(model_dir),
-                                  cache_dir=cache_dir or engine_cache_dir,
-                                  log=log or (lambda _: None), **options)
-        built.append(pipeline)
-        return pipeline
-
-    yield make
-    for pipeline in built:
-        pipeline.close()
+    builds = PipelineBuilds(model_dir, engine_cache_dir, resolve_manifest('yolov8n'), 'onnx')
+    yield builds
+    builds.close()
 
 
 @pytest.fixture(scope='module')

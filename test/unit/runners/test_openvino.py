@@ -28,6 +28,7 @@ import cv2  # noqa: E402
 
 from detection_match import assert_same_detections  # noqa: E402
 from hostile_files import png_header  # noqa: E402
+from pipeline_builds import PipelineBuilds  # noqa: E402
 from vision_nodes.artifacts.cache import ArtifactCache, cache_key  # noqa: E402
 from vision_nodes.artifacts.calibration import CalibrationError, calibration_set  # noqa: E402
 from vision_nodes.artifacts.openvino_convert import (IR_BIN, IR_XML,  # noqa: E402
@@ -56,18 +57,9 @@ def images(assets) -> dict[str, np.ndarray]:
 @pytest.fixture(scope='module')
 def build(manifest, model_dir, engine_cache_dir):
     """Build a pipeline on the session cache; unloaded at the end of the module."""
-    built = []
-
-    def make(backend: str = 'openvino', model=None, log=None, cache_dir=None, **options):
-        pipeline = build_pipeline(model or manifest, backend, model_dir=str(model_dir),
-                                  cache_dir=cache_dir or engine_cache_dir,
-                                  log=log if log is not None else (lambda _: None), **options)
-        built.append(pipeline)
-        return pipeline
-
-    yield make
-    for pipeline in built:
-        pipeline.close()
+    builds = PipelineBuilds(model_dir, engine_cache_dir, manifest, 'openvino')
+    yield builds
+    builds.close()
 
 
 @pytest.fixture(scope='module')
