@@ -94,8 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--frames', type=int, default=300)
     parser.add_argument('--synthetic', type=int, default=0,
                         help='N synthetic boxes instead of YOLOv8n on bus.jpg')
-    parser.add_argument('--model-dir', default='', help='folder holding yolov8n.pt')
+    parser.add_argument('--model-dir', default='',
+                        help='folder holding yolov8n.pt (default: found as the demo finds it)')
     args = parser.parse_args(argv)
+    from vision_nodes.manifest import use_default_model_dir
+
+    use_default_model_dir()  # ../shared/models or $VISION_NODES_MODEL_DIR, as the demo
     if args.synthetic:
         dets, image = synthetic_sequence(args.frames, args.synthetic)
     else:
