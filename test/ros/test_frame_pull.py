@@ -16,13 +16,13 @@ import threading
 import time
 
 import pytest
-import rclpy
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.guard_condition import GuardCondition
-from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from std_msgs.msg import String
 
+from node_harness import node_in_own_context
 from vision_nodes.ros import compat
 from vision_nodes.ros.frame_path import _Pulled
 from vision_nodes.tools.client import wait_for
@@ -36,12 +36,8 @@ _topics = itertools.count()
 @pytest.fixture(scope='module')
 def ros():
     """One node per test module in its own context (the session's DDS domain)."""
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node('frame_pull_test', context=context)
-    yield node
-    node.destroy_node()
-    rclpy.shutdown(context=context)
+    with node_in_own_context('frame_pull_test') as node:
+        yield node
 
 
 @pytest.fixture
