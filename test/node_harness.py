@@ -12,9 +12,8 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import yaml
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -64,21 +63,6 @@ class Harness:
     def close(self) -> int:
         self.client.close()
         return self.node.stop()
-
-
-@contextmanager
-def node_in_own_context(name: str) -> Iterator[Any]:
-    """Yield a plain rclpy node in a context of its own (the session's DDS domain)."""
-    import rclpy
-
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node(name, context=context)
-    try:
-        yield node
-    finally:
-        node.destroy_node()
-        rclpy.shutdown(context=context)
 
 
 def manifest_copy(folder: Path, name: str, base: str = 'yolov8n', **changes: Any) -> str:

@@ -13,11 +13,9 @@ The stages, in the order a frame meets them (:data:`STAGES`):
 
 * ``dds_in``      - the sender's write → DDS delivered the image to the node (source and
                     reception timestamps of the middleware, the system clock);
-* ``receive``     - DDS delivery → the frame taken: on one camera the inference thread's
-                    wake-up and rclpy's take of the serialized bytes; on a camera of a
-                    multi-camera node the executor's wake-up, the take and the callback;
-* ``handoff``     - the frame taken → its processing starts (on one camera the reading of
-                    the bytes, :mod:`.ros.cdr`; on several, the hand-over to the batcher);
+* ``receive``     - DDS delivery → the subscription callback (the executor's wake-up,
+                    rclpy's take of the serialized bytes and their reading, :mod:`.ros.cdr`);
+* ``handoff``     - the callback → the inference thread starts on the frame;
 * ``convert``     - message → image array (a view, a camera-encoding conversion, a decode);
 * ``preprocess``, ``inference``, ``postprocess`` - the model's task and runner;
 * ``message``     - results → the detections message's bytes (tracking included, when on);

@@ -14,7 +14,6 @@ import rclpy
 from rclpy.qos import (DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data)
 from sensor_msgs.msg import CompressedImage, Image
 
-from node_harness import node_in_own_context
 from vision_nodes.ros.qos import (LARGE_IMAGE_CAVEAT, choose_qos, explain_silence,
                                   incompatibility, review_qos, subscription_qos)
 from vision_nodes.tools.client import wait_for
@@ -29,8 +28,12 @@ _topics = itertools.count()
 @pytest.fixture(scope='module')
 def ros():
     """One node per test module in its own context (the session's DDS domain)."""
-    with node_in_own_context('qos_test') as node:
-        yield node
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node('qos_test', context=context)
+    yield node
+    node.destroy_node()
+    rclpy.shutdown(context=context)
 
 
 @pytest.fixture

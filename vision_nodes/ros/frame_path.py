@@ -1,32 +1,25 @@
 """The one frame path: image message -> conversion -> every model -> its outputs.
 
 Stale frames are dropped in one place, the middleware, and counted in one place,
-:class:`FramePath`. A single camera's frames are taken by the inference thread itself: it
-waits on the image subscription outside the executor (whose wait set leaves the
-subscription and its QoS events out: :class:`_Pulled`), takes one frame, runs it, and only
-then waits again, so frames arriving meanwhile stay in the middleware, where the
-subscription's KEEP_LAST history keeps only the newest. Nothing takes, copies or converts a
-frame that would be dropped, no executor wakes up or hands a frame over, and the executor's
-thread stays free for services. The gap in the publisher's sequence numbers tells how many
-frames were dropped. With several models, each model after the first runs on a thread of
-its own, at the same time.
-
-A camera of a multi-camera node hands its frames to the batcher instead (:mod:`.batcher`): its
-subscription's callback group (the gate, :class:`_Gate`) is closed while its frame waits or
-runs, with the same effect on the middleware's history.
+:meth:`FramePath.on_image`. While a frame is processed the image subscription's callback
+group (the gate) is closed: rclpy leaves it out of the wait set, so frames arriving meanwhile
+stay in the middleware, where the subscription's KEEP_LAST history keeps only the newest.
+Nothing takes, copies or converts a frame that would be dropped, and the executor's thread
+stays free for services. The gap in the publisher's sequence numbers tells how many frames
+were dropped. Frames run on an inference thread of their own; with several models, each
+model after the first runs on a thread of its own, at the same time.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
-from rclpy.exceptions import InvalidHandle
-from rclpy.guard_condition import GuardCondition
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
 from ..images import ImageConversionError
 from ..pipeline import LoadedModel
@@ -41,8 +34,6 @@ from .outputs.protocol import Frame, Outputs
 _MAX_GAP = 100_000
 #: Seconds a model's outputs wait for another model's result on the same frame.
 _RESULT_WAIT_S = 60.0
-#: Longest wait of the inference thread for a frame before it looks at its state again.
-_PULL_WAIT_S = 0.5
 
 
 @dataclass
@@ -69,52 +60,29 @@ class _Gate(MutuallyExclusiveCallbackGroup):
         return self.open and super().beginning_execution(entity)
 
 
-class _Pulled(CallbackGroup):
-    """A callback group the executor leaves alone: nothing in it is waited on or run there.
-
-    The inference thread takes the image subscription's messages and serves its events
-    itself (:class:`.compat.SubscriptionWaiter`).
-    """
-
-    def can_execute(self, entity: Any) -> bool:
-        return False
-
-    def beginning_execution(self, entity: Any) -> bool:
-        return False
-
-    def ending_execution(self, entity: Any) -> None:
-        """Nothing runs in this group on an executor."""
-
-
 class FramePath:
     """Take one frame at a time from the image subscription; run it; publish its results."""
 
     def __init__(self, node: Any, log_error: Callable[[str], None],
                  lazy: Callable[[], bool], sink: Any = None) -> None:
-        """Take frames on this path's inference thread, or hand them to ``sink``.
+        """Take frames for this path's inference thread, or for ``sink``.
 
-        Without ``sink`` the inference thread takes the frames of the input given to
-        :meth:`start` itself. With it, the executor calls :attr:`callback` and
-        ``sink.put((msg, dds_times, called_ns))`` gets the frame: a camera of a multi-camera
-        node hands its frames to the batcher (:mod:`.batcher`), which calls :meth:`reopen`
-        when it is done with one.
+        ``sink.put((msg, dds_times, called_ns))`` gets what the thread would. A camera of a
+        multi-camera node hands its frames to the batcher (:mod:`.batcher`), which calls
+        :meth:`reopen` when it is done with one.
         """
         self._node = node
         self._log_error = log_error
         self._lazy = lazy
-        self._pull = sink is None
         #: The callback group the image subscription goes in.
-        self.gate: Any = _Pulled() if self._pull else _Gate()
-        #: Wakes the executor when the gate opens (sink), or the inference thread (pull).
-        self._wake: Any = None if self._pull else node.create_guard_condition(lambda: None)
-        self._source: Any = None
-        self._stopping = False
+        self.gate = _Gate()
+        self._wake = node.create_guard_condition(lambda: None)
         self.stats = FrameStats()
         #: Per-stage medians of the first model's frames (diagnostics, benchmark).
         self.stages = StageTimes()
         self._lock = threading.RLock()  # the models, against transitions
         self.models: list[ServedModel] = []
-        self._frames: Any = sink
+        self._frames: Any = sink if sink is not None else queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._helpers: dict[str, ThreadPoolExecutor] = {}
         #: Publication sequence number of the last frame taken, per publisher.
@@ -126,22 +94,12 @@ class FramePath:
             old, self.models = self.models, models
         return old
 
-    def start(self, source: Any = None) -> None:
-        """Start taking frames, with the gate open and the counts at zero.
-
-        Without a sink, the inference thread starts and takes the frames of ``source`` (an
-        :class:`~.inputs.ImageInput`; no thread without one).
-        """
+    def start(self) -> None:
+        """Start the inference thread, with the gate open and the counts at zero."""
         self.reset()
         self._helpers = {m.name: ThreadPoolExecutor(1, thread_name_prefix=m.name)
                          for m in self.models[1:]}
-        if not self._pull or source is None:
-            return
-        self._source, self._stopping = source, False
-        self._wake = GuardCondition(None, None, context=self._node.context)
-        source.on_change = self._wake_thread  # a new or destroyed subscription
-        self._thread = threading.Thread(target=self._pull_loop, args=(self._wake,),
-                                        name='inference', daemon=True)
+        self._thread = threading.Thread(target=self._loop, name='inference', daemon=True)
         self._thread.start()
 
     def reset(self) -> None:
@@ -154,27 +112,13 @@ class FramePath:
     def stop(self) -> None:
         """Finish the frame in flight and stop the inference thread (idempotent)."""
         if self._thread is not None:
-            self._stopping = True
-            self._wake_thread()
+            self._frames.put(None)
             self._thread.join()
             self._thread = None
-            self._source.on_change = _nothing
-            self._source = None
-            self._wake.destroy()
-            self._wake = None
         self.gate.open = True
         for pool in self._helpers.values():
             pool.shutdown(wait=True)
         self._helpers = {}
-
-    def _wake_thread(self) -> None:
-        """End the inference thread's wait (it looks at its subscription and state again)."""
-        wake = self._wake
-        if wake is not None:
-            try:
-                wake.trigger()
-            except (InvalidHandle, compat.RCLError):  # gone, or the context shut down:
-                pass  # the wait ends at its timeout instead
 
     @property
     def callback(self) -> Callable[..., None]:
@@ -189,10 +133,6 @@ class FramePath:
 
     def on_image_with_info(self, msg: Any, info: Any) -> None:
         """Count the frames the middleware dropped before this one, then :meth:`on_image`."""
-        self.on_image(msg, self._note_info(info))
-
-    def _note_info(self, info: Any) -> tuple[int, int] | None:
-        """Count the frames dropped before this one; return its DDS source/reception ns."""
         seq = info.get('publication_sequence_number') if isinstance(info, dict) else None
         gid = (info.get('publisher_gid') or {}).get('data') if seq is not None else None
         if gid is not None:
@@ -204,35 +144,26 @@ class FramePath:
                     self.stats.on_dropped()
         times = (info.get('source_timestamp'), info.get('received_timestamp')) \
             if isinstance(info, dict) else None
-        return times if times and all(times) else None
+        self.on_image(msg, times if times and all(times) else None)
 
     def frame_error(self, text: str) -> None:
         """Count and log (rate-limited) an error about one frame."""
         self.stats.on_error(text)
         self._log_error(text)
 
-    def _pull_loop(self, wake: Any) -> None:
-        """Wait for the source's next frame, take it and run it, until :meth:`stop`."""
-        waiter = compat.SubscriptionWaiter(self._node.context)
-        source = self._source
-        while not self._stopping:
-            taken = waiter.take(source.subscription, wake, _PULL_WAIT_S)
-            if taken is None or self._stopping:
-                continue
-            taken_ns = time.time_ns()
-            msg = source.read(taken[0])  # None: refused bytes, counted and logged there
-            if msg is not None:
-                times = self._note_info(taken[1])
-                self.stats.on_received()
-                try:
-                    self._process(msg, times, taken_ns)
-                except Exception as exc:  # noqa: BLE001 - the thread must go on taking frames
-                    self.frame_error(f'frame failed: {type(exc).__name__}: {exc}')
+    def _loop(self) -> None:
+        while True:
+            item = self._frames.get()
+            if item is None:
+                return
+            try:
+                self._process(*item)
+            finally:
+                self.reopen()
 
     def close(self) -> None:
-        """Destroy the gate's guard condition (a camera's path lives for one activation)."""
-        if not self._pull:
-            self._node.destroy_guard_condition(self._wake)
+        """Destroy the wake-up guard condition (a camera's path lives for one activation)."""
+        self._node.destroy_guard_condition(self._wake)
 
     def reopen(self) -> None:
         """Open the gate after a frame: the newest frame waiting in the middleware comes next."""
@@ -305,10 +236,6 @@ class FramePath:
         model.outputs.publish(result, frame.header, frame)
         mark('publish')
         return True
-
-
-def _nothing() -> None:
-    """Do nothing (an input's ``on_change`` once no thread waits on it)."""
 
 
 def _with_sources(models: list[ServedModel], wanted: list[ServedModel]) -> list[ServedModel]:

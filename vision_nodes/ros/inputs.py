@@ -12,10 +12,7 @@ when ``qos_reliability: auto`` sees a publisher the current QoS cannot reach.
 The subscription is raw: rclpy hands over the message's serialized bytes, which
 :mod:`.cdr` reads in place (the pixels stay where rclpy put them, no message object is built),
 and the callback gets an object with the typed message's fields. Bytes that are not a
-well-formed message are refused there, in one line, like any other bad image. On a
-single-camera node the executor never calls that callback: the inference thread takes each
-frame from :attr:`ImageInput.subscription` itself and reads it with :meth:`ImageInput.read`
-(:mod:`.frame_path`); :attr:`ImageInput.on_change` tells it that the subscription changed.
+well-formed message are refused there, in one line, like any other bad image.
 """
 
 from __future__ import annotations
@@ -72,18 +69,11 @@ class ImageInput:
         self._sub = None
         #: The QoS of the current (or last) subscription.
         self.qos: QoSProfile | None = None
-        #: Called after the subscription was created or destroyed (from the executor's thread).
-        self.on_change: Callable[[], None] = lambda: None
 
     @property
     def subscribed(self) -> bool:
         """Whether the subscription exists."""
         return self._sub is not None
-
-    @property
-    def subscription(self) -> Any:
-        """Return the image subscription; None while there is none."""
-        return self._sub
 
     def subscribe(self, qos: QoSProfile) -> None:
         """(Re)create the subscription with this QoS."""
@@ -94,9 +84,8 @@ class ImageInput:
             self.msg_type, self._name, take, qos, label=self.label,
             event_callbacks=events, callback_group=self._group, raw=True)
         self.qos = qos
-        self.on_change()
 
-    def read(self, data: bytes) -> Any:
+    def _frame(self, data: bytes) -> Any:
         """Return the frame read from its serialized bytes, or None once they are refused."""
         try:
             return self._read(data)
@@ -106,22 +95,21 @@ class ImageInput:
 
     def _take(self, data: bytes) -> None:
         """Hand the frame in ``data`` on (rclpy without message info)."""
-        msg = self.read(data)
+        msg = self._frame(data)
         if msg is not None:
             self._callback(msg)
 
     def _take_with_info(self, data: bytes, info: Any) -> None:
         """Hand the frame in ``data`` on with its message info (sequence numbers, DDS times)."""
-        msg = self.read(data)
+        msg = self._frame(data)
         if msg is not None:
             self._callback(msg, info)
 
     def unsubscribe(self) -> None:
         """Destroy the subscription (idempotent)."""
         if self._sub is not None:
-            sub, self._sub = self._sub, None
-            self._node.endpoints.destroy(sub)
-            self.on_change()
+            self._node.endpoints.destroy(self._sub)
+            self._sub = None
 
     def check_topic(self) -> None:
         """Refuse (TopicClashError) a topic that clashes with another of the node's."""

@@ -145,11 +145,9 @@ class VisionNode(LifecycleNode):
         for model in self.frames.models:
             model.outputs.activate(model.params.current, model.params.switches)
         sub.check_topic()  # nor on an input just made (camera_info) of another type
+        self.frames.start()
         if isinstance(sub, CameraInputs):
-            self.frames.start()
             sub.start()
-        else:
-            self.frames.start(sub)
         sub.update(self._wanted())
         self._input_timer = self.create_timer(
             0.5, lambda: sub.update_in_timer(self._wanted))
