@@ -3,7 +3,7 @@
 For each detection the depth is a robust statistic of the valid depths (finite, > 0) inside
 its instance mask when there is one, else inside the central part of its box (the box's
 middle half each way, which holds the object rather than what lies around it): their
-median (over an even grid of the pixels of a large region). The centre is the box centre
+median (over an even sample of a large region's depths). The centre is the box centre
 back-projected at that depth with K (a pinhole camera: lens distortion is ignored, so use
 rectified images or accept the error near the edges); the width and height are the box's,
 back-projected at that depth; the depth extent is the range between the 10th and the 90th
@@ -25,8 +25,9 @@ MIN_VALID_PIXELS = 4
 MIN_VALID_SHARE = 0.1
 #: Percentiles whose distance is the depth extent.
 EXTENT_PERCENTILES = (10.0, 90.0)
-#: The statistics of a large region are taken over an even grid of at least this many of
-#: its pixels: they hardly move, and the cost stays flat whatever the size of the box.
+#: The statistics of a large region are taken over an even sample of at least this many of
+#: its depths (a box's core: a grid of its pixels; a mask: its valid depths): they hardly
+#: move, and the cost stays flat whatever the size of the box.
 MAX_SAMPLES = 4096
 
 
@@ -121,13 +122,11 @@ def boxes_3d(boxes_xyxy: np.ndarray, depth: np.ndarray, k: Intrinsics,
     for i, box in enumerate(boxes):
         full = labels is not None
         y0, y1, x0, x1 = _region(box, scale, shape, 1.0 if full else CORE_FRACTION)
-        # An even grid over the region, of at least MAX_SAMPLES pixels: the statistics of
-        # a large box hardly move, and its cost stays flat whatever the size of the box.
-        step = max(1, int(np.sqrt((y1 - y0) * (x1 - x0) / MAX_SAMPLES)))
-        values = depth[y0:y1:step, x0:x1:step]
-        if full:
-            values = values[labels[y0:y1:step, x0:x1:step] == i + 1]
-        values = values.reshape(-1)
+        if full:  # every pixel of the mask: a thin one must not fall between grid lines
+            values = depth[y0:y1, x0:x1][labels[y0:y1, x0:x1] == i + 1]
+        else:  # an even grid over the box's core, of at least MAX_SAMPLES pixels
+            step = max(1, int(np.sqrt((y1 - y0) * (x1 - x0) / MAX_SAMPLES)))
+            values = depth[y0:y1:step, x0:x1:step].reshape(-1)
         region = values.shape[0]
         valid = values[(values > 0) & (values < np.inf)] if values.dtype.kind == 'f' \
             else values[values > 0]  # NaN compares False; integer depths have no inf

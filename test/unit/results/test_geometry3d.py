@@ -129,3 +129,16 @@ def test_a_large_box_is_read_on_a_grid_with_the_whole_regions_statistics(with_ma
     assert got.centers[0, 2] == pytest.approx(np.median(region), abs=0.04)
     low, high = np.percentile(region, (10, 90))
     assert got.sizes[0, 2] == pytest.approx(high - low, abs=0.05)
+
+
+def test_a_mask_one_pixel_wide_in_a_large_box_is_read_whole():
+    # A cable: a 1-px column at 2 m in front of a 6 m wall; its box is large, its mask thin.
+    depth = np.full((1080, 1920), 6.0, np.float32)
+    labels = np.zeros(depth.shape, np.uint16)
+    depth[100:1000, 777] = 2.0
+    labels[100:1000, 777] = 1
+    box = np.array([[200.0, 100.0, 1700.0, 1000.0]])
+    got = boxes_3d(box, depth, Intrinsics(1000.0, 1000.0, 959.5, 539.5), depth.shape,
+                   labels=labels)
+    assert got.index.tolist() == [0]
+    assert got.centers[0, 2] == pytest.approx(2.0)
