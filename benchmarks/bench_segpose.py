@@ -160,10 +160,11 @@ def main(argv: list[str] | None = None) -> int:
                         if 'auto: chose' in line or 'precision auto:' in line
                         or 'openvino: device' in line]
 
+    medians = {label: _ms([x for r in rounds for x in r]) for label, rounds in by_round.items()}
     width = max(len(label) for label in labels)
     print(f"\n{'configuration':<{width}}  median ms")
-    for label, rounds in by_round.items():
-        print(f'{label:<{width}}  {_ms([x for r in rounds for x in r]):9.1f}')
+    for label, median in medians.items():
+        print(f'{label:<{width}}  {median:9.1f}')
     print('\nwhat the nodes ran (their log):')
     for task, lines in chosen.items():
         for line in lines:
@@ -178,9 +179,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f'  {task} node path / ultralytics .pt predict = {ratio}   '
               f'{verdict(ratio, 1 / 3, False)}   (speed-up {1 / ratio.value:.2f}x)')
     if args.json:
-        configs = {task: {'node_ms': _ms([x for r in by_round[f'{task}: node path'] for x in r]),
-                          'ultralytics_pt_ms': _ms([x for r in by_round[
-                              f'{task}: ultralytics .pt predict'] for x in r]),
+        configs = {task: {'node_ms': medians[f'{task}: node path'],
+                          'ultralytics_pt_ms': medians[f'{task}: ultralytics .pt predict'],
                           'backend': args.backend, 'precision': args.precision,
                           'ran': chosen.get(task, [])} for task in tasks}
         write_json(args.json, machine_facts(), configs, None, ratios, skipped)
