@@ -9,7 +9,10 @@ int8) that this
 machine can run, the model's detections on the bundled images (Ultralytics' ``bus.jpg`` and
 ``zidane.jpg``, or ``--images``) are compared with the CPU reference (ONNX Runtime on the
 CPU, fp32): every detection scoring at least 0.5 in either must have one of the same class in
-the other with a box IoU of at least 0.95 (fp32), 0.9 (fp16) or 0.75 (int8). Then it times
+the other with a box IoU of at least 0.95 (fp32), 0.9 (fp16) or 0.75 (int8). A segmentation
+model's matched detections must also have masks of at least that IoU (source pixels), a pose
+model's keypoints within 2 px (fp32, fp16) or 4 px (int8) and scores within 0.05 (0.1 int8)
+of the CPU's. Then it times
 
 * bare      - ``runner.infer`` on a tensor already preprocessed (the network alone);
 * pipeline  - preprocess + infer + decode/NMS on the image, as the node runs it (no ROS),
@@ -28,6 +31,7 @@ and its detections differed from the CPU's (or a batched frame's from the unbatc
     python benchmarks/gpu_check.py --frames 200 --paths tensorrt-fp16 onnx-cuda
     python benchmarks/gpu_check.py --paths torch-cuda --batch 1 2 4
     python benchmarks/gpu_check.py --paths torch-cuda-host torch-cuda-device torch-cuda
+    python benchmarks/gpu_check.py --model yolov8n_seg --paths torch-cuda torch-cuda-fp16
 
 Needs Python 3.10+, NumPy, OpenCV and ONNX Runtime (the reference), the model's weights
 (``VISION_NODES_MODEL_DIR``, or ``shared/models`` beside a checkout), and for each path its
@@ -58,6 +62,9 @@ if str(ROOT) not in sys.path:
 MIN_SCORE = 0.5
 #: Box IoU each precision must keep against the CPU reference.
 MIN_IOU = {'fp32': 0.95, 'fp16': 0.9, 'int8': 0.75}
+#: Pose: how far (source pixels) a keypoint, and how much its score, may move, by precision.
+MAX_KEYPOINT_PX = {'fp32': 2.0, 'fp16': 2.0, 'int8': 4.0}
+MAX_KEYPOINT_SCORE = {'fp32': 0.05, 'fp16': 0.05, 'int8': 0.1}
 STAGES = ('preprocess', 'infer', 'postprocess')
 
 
@@ -195,11 +202,49 @@ def unmatched(a: Any, b: Any, min_iou: float, label: str) -> list[str]:
     return missing
 
 
+def instance_differences(reference: Any, found: Any, precision: str, label: str
+                         ) -> list[str]:
+    """List masks and keypoints of matched detections that differ beyond ``precision``'s.
+
+    Each reference detection scoring at least MIN_SCORE is paired with the same-class
+    detection of ``found`` whose box overlaps it most; detections without a partner are
+    :func:`unmatched`'s to report. Masks (segment) are compared by IoU in source pixels,
+    keypoints (pose) by distance and score.
+    """
+    masks = getattr(reference, 'masks', None)
+    keypoints = getattr(reference, 'keypoints', None)
+    if masks is None and keypoints is None:
+        return []
+    problems = []
+    for i, (box, score, cls) in enumerate(zip(reference.boxes, reference.scores,
+                                              reference.class_ids)):
+        same = np.flatnonzero(found.class_ids == cls)
+        if score < MIN_SCORE or not len(same):
+            continue
+        j = int(same[np.argmax(_iou(box, found.boxes[same]))])
+        what = f'{label}: class {int(cls)} score {score:.2f}'
+        if masks is not None:
+            a, b = masks[i], found.masks[j]
+            union = int(np.logical_or(a, b).sum())
+            iou = int(np.logical_and(a, b).sum()) / union if union else 1.0
+            if iou < MIN_IOU[precision]:
+                problems.append(f'{what}: mask IoU {iou:.3f}')
+        if keypoints is not None:
+            a, b = keypoints[i], found.keypoints[j]
+            far = float(np.hypot(*(a[:, :2] - b[:, :2]).T).max(initial=0.0))
+            off = float(np.abs(a[:, 2] - b[:, 2]).max(initial=0.0))
+            if far > MAX_KEYPOINT_PX[precision] or off > MAX_KEYPOINT_SCORE[precision]:
+                problems.append(f'{what}: keypoints up to {far:.2f} px, scores up to '
+                                f'{off:.3f} away')
+    return problems
+
+
 def compare(reference: Any, found: Any, precision: str, image: str) -> list[str]:
-    """List the differences between the CPU's detections and a path's, both ways."""
+    """List the differences between the CPU's results and a path's, both ways."""
     min_iou = MIN_IOU[precision]
     return (unmatched(reference, found, min_iou, f'{image}: missing from the GPU') +
-            unmatched(found, reference, min_iou, f'{image}: not found on the CPU'))
+            unmatched(found, reference, min_iou, f'{image}: not found on the CPU') +
+            instance_differences(reference, found, precision, image))
 
 
 def _ms(samples: Sequence[float]) -> float:
@@ -252,9 +297,10 @@ def measure_batches(model: Any, image: np.ndarray, params: Any, sizes: Sequence[
             prepared = [model.task.preprocess(image, 'bgr8', shape) for _ in range(size)]
             batch = np.concatenate([tensor for tensor, _ in prepared])
             t1 = time.perf_counter()
-            output = model.runner.infer(batch)[0]
+            outputs = model.runner.infer(batch)
             t2 = time.perf_counter()
-            found = [model.task.postprocess([output[i:i + 1]], meta, params)
+            found = [model.task.postprocess([output[i:i + 1] for output in outputs], meta,
+                                            params)
                      for i, (_, meta) in enumerate(prepared)]
             t3 = time.perf_counter()
             if frame < 3:

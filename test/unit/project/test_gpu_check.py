@@ -195,3 +195,76 @@ def test_batches_time_every_size_and_match_the_single_frame(gpu_check, model_dir
         assert not gpu_check.batchable(onnx.runner)
     finally:
         onnx.close()
+
+
+def test_masks_and_keypoints_are_compared_per_precision(gpu_check):
+    """Matched detections' masks (IoU) and keypoints (px, score) are checked at the path's
+    precision: a mask shifted by 8 of 100 px fails fp32 (0.95) but passes int8 (0.75);
+    keypoints 3 px away fail fp32/fp16 (2 px) but pass int8 (4 px)."""
+    from vision_nodes.tasks.instances import PoseResult, SegmentResult
+
+    boxes = np.array([[0, 0, 100, 100]], np.float32)
+    scores, classes = np.array([0.9], np.float32), np.array([0])
+    mask = np.zeros((1, 120, 120), bool)
+    mask[0, 10:90, 0:100] = True
+    shifted = np.zeros_like(mask)
+    shifted[0, 10:90, 8:108] = True
+    cpu = SegmentResult(boxes, scores, classes, mask)
+    gpu = SegmentResult(boxes.copy(), scores, classes, shifted)
+    assert gpu_check.compare(cpu, gpu, 'int8', 'bus.jpg') == []
+    assert gpu_check.compare(cpu, gpu, 'fp32', 'bus.jpg') == [
+        'bus.jpg: class 0 score 0.90: mask IoU 0.852']
+    assert gpu_check.compare(cpu, SegmentResult(boxes, scores, classes, mask.copy()),
+                             'fp32', 'bus.jpg') == []
+    points = np.array([[[10, 10, 0.8], [50, 60, 0.4]]], np.float32)
+    moved = points.copy()
+    moved[0, 1, :2] += (3, 0)
+    pose = PoseResult(boxes, scores, classes, points, ('a', 'b'))
+    assert gpu_check.compare(pose, PoseResult(boxes, scores, classes, moved, ('a', 'b')),
+                             'int8', 'x.jpg') == []
+    assert gpu_check.compare(pose, PoseResult(boxes, scores, classes, moved, ('a', 'b')),
+                             'fp16', 'x.jpg') == [
+        'x.jpg: class 0 score 0.90: keypoints up to 3.00 px, scores up to 0.000 away']
+    rescored = points.copy()
+    rescored[0, 0, 2] = 0.7
+    assert len(gpu_check.compare(pose, PoseResult(boxes, scores, classes, rescored,
+                                                  ('a', 'b')), 'fp32', 'x.jpg')) == 1
+
+
+@pytest.mark.parametrize('model', ['yolov8n_seg', 'yolov8n_pose'])
+def test_segment_and_pose_models_are_checked_through_the_fakes(gpu_check, fake_gpu_machine,
+                                                               model_dir, assets, tmp_path,
+                                                               capsys, model):
+    """--model with a segmentation or pose manifest: the masks and keypoints of the (fake)
+    GPU paths are compared with the CPU's, and they match."""
+    report = tmp_path / 'report.json'
+    code = gpu_check.main(['--model', model, '--paths', 'onnx-cuda', 'tensorrt-fp16',
+                           '--frames', '1', '--json', str(report), '--cache-dir',
+                           str(tmp_path / 'cache')])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    results = {r['path']: r for r in json.loads(report.read_text())['results']}
+    for name in ('onnx-cuda', 'tensorrt-fp16'):
+        assert results[name]['status'] == 'match', results[name]
+        assert results[name]['detections'] == results['cpu-reference']['detections']
+    assert sum(results['cpu-reference']['detections']) > 0
+
+
+def test_batches_of_a_segmentation_model_match_the_single_frame(gpu_check, model_dir, assets,
+                                                                tmp_path):
+    """--batch with two outputs (detections and mask prototypes): every frame of a batch is
+    decoded from its slice of both, to the single frame's detections and masks."""
+    import cv2
+
+    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.pipeline import build_pipeline
+    from vision_nodes.tasks.detect import DetectionParams
+
+    image = cv2.imread(str(assets / 'bus.jpg'))
+    model = build_pipeline(resolve_manifest('yolov8n_seg'), 'cpu', cache_dir=tmp_path)
+    try:
+        rows = gpu_check.measure_batches(model, image, DetectionParams(0.25, 0.45, 300), (2,),
+                                         frames=1)
+    finally:
+        model.close()
+    assert rows[0]['batch'] == 2 and rows[0]['mismatches'] == []
