@@ -9,7 +9,9 @@ model's channel order): the host never makes a float copy of the frame.
 :class:`DeviceOutput` keeps a network output on the device. ``np.asarray`` copies it back;
 a detection output is decoded where it is (confidence filter, top-k, class-separated greedy
 NMS with torchvision's kernel, as ``tasks.detect.decode`` does on the host) and only the kept
-boxes are copied back.
+boxes are copied back. A segmentation model's masks are made there too (the kept
+detections' coefficients times the prototypes, upsampled, cropped to the box, the letterbox
+undone, as ``tasks.segment.instance_masks`` does on the host) and come back as masks.
 """
 
 from __future__ import annotations
@@ -152,17 +154,16 @@ class DeviceOutput:
         frame, anchor = torch.nonzero(scores > confidence, as_tuple=True)
         counts = torch.bincount(frame, minlength=frames).tolist()
         scores, class_ids = scores[frame, anchor], class_ids[frame, anchor]
-        xywh = pred[frame, :4, anchor]
-        half = xywh[:, 2:4] / 2
-        boxes = torch.cat([xywh[:, 0:2] - half, xywh[:, 0:2] + half], dim=1)
+        boxes = _xyxy(torch, pred[frame, :4, anchor])
         kept, start = [], 0
         for index, count in enumerate(counts):
             part = slice(start, start + count)
             start += count
             if count:
-                kept.append(_frame_nms(torch, index, boxes[part], scores[part],
-                                       class_ids[part], iou, max_detections, max_candidates,
-                                       class_offset))
+                rows = _select(torch, boxes[part], scores[part], class_ids[part], iou,
+                               max_detections, max_candidates, class_offset)
+                kept.append(_rows(torch, boxes[part][rows], scores[part][rows],
+                                  class_ids[part][rows], float(index)))
         packed = torch.cat(kept).cpu().numpy() if kept else np.zeros((0, 7), np.float32)
         found = []
         for index in range(frames):
@@ -171,16 +172,100 @@ class DeviceOutput:
                           rows[:, 5].astype(np.int64)))
         return found
 
+    def decode_instances(self, classes: int, confidence: float, iou: float,
+                         max_detections: int, max_candidates: int, class_offset: float
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, 'DeviceOutput']:
+        """One frame's ``(1, 4 + classes + extra, A)`` output -> kept detections and extras.
 
-def _frame_nms(torch: Any, index: int, boxes: Any, scores: Any, class_ids: Any, iou: float,
-               max_detections: int, max_candidates: int, class_offset: float) -> Any:
-    """One frame's kept rows (x1, y1, x2, y2, score, class, frame index), on the device."""
+        The detections (boxes xyxy, scores, class ids: host arrays) as
+        :meth:`decode_detections` keeps them from the ``classes`` score rows; the rows after
+        those (mask coefficients, keypoints) of each kept detection, (N, extra), stay on the
+        device.
+        """
+        torch = _torch()
+        pred = self.tensor.float()
+        pred = pred[0] if pred.dim() == 3 else pred
+        scores, class_ids = pred[4:4 + classes].max(dim=0)
+        anchors = torch.nonzero(scores > confidence).squeeze(1)
+        boxes = _xyxy(torch, pred[:4, anchors].T)
+        scores, class_ids = scores[anchors], class_ids[anchors]
+        rows = _select(torch, boxes, scores, class_ids, iou, max_detections, max_candidates,
+                       class_offset)
+        packed = _rows(torch, boxes[rows], scores[rows], class_ids[rows], 0.0).cpu().numpy()
+        return (np.ascontiguousarray(packed[:, :4]), np.ascontiguousarray(packed[:, 4]),
+                packed[:, 5].astype(np.int64),
+                DeviceOutput(pred[4 + classes:, anchors[rows]].T))
+
+    def instance_masks(self, coefficients: 'DeviceOutput', boxes: np.ndarray,
+                       network_shape: tuple[int, int], content: tuple[int, int, int, int],
+                       source_shape: tuple[int, int], chunk: int = 16
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Prototypes ``(1, nm, mh, mw)`` -> (masks (M, H, W) bool in source pixels, kept).
+
+        ``coefficients`` (N, nm) and the xyxy ``boxes`` (network pixels) are the kept
+        detections'; ``content`` is the image's (left, top, width, height) inside the network
+        input, ``source_shape`` its (H, W). The host's steps (``tasks.segment``): logits
+        upsampled bilinearly (half-pixel centres, edges replicated) to the network input,
+        above 0 inside the box (x1 <= column < x2, y1 <= row < y2), the image's part resized
+        bilinearly to the source and above one half. A detection whose mask is empty at network
+        resolution is left out (``kept``: the indices of the others). ``chunk`` masks at a
+        time bound the device memory; the masks come back in one copy.
+        """
+        torch = _torch()
+        functional = torch.nn.functional
+        protos = self.tensor.float()
+        protos = protos[0] if protos.dim() == 4 else protos
+        nm, mh, mw = (int(v) for v in protos.shape)
+        height, width = network_shape
+        left, top, inner_w, inner_h = content
+        device = protos.device
+        count = len(boxes)
+        masks = torch.zeros((count,) + tuple(source_shape), dtype=torch.bool, device=device)
+        kept = torch.zeros(count, dtype=torch.bool, device=device)
+        columns = torch.arange(width, device=device, dtype=torch.float32)
+        rows = torch.arange(height, device=device, dtype=torch.float32)[:, None]
+        corners = torch.as_tensor(np.asarray(boxes, np.float32), device=device)
+        planes = protos.reshape(nm, mh * mw)
+        for start in range(0, count, chunk):
+            part = slice(start, min(start + chunk, count))
+            logits = (coefficients.tensor[part].float() @ planes).reshape(-1, 1, mh, mw)
+            up = functional.interpolate(logits, size=(height, width), mode='bilinear',
+                                        align_corners=False)[:, 0]
+            box = corners[part, :, None, None]
+            inside = ((columns >= box[:, 0]) & (columns < box[:, 2]) &
+                      (rows >= box[:, 1]) & (rows < box[:, 3]))
+            network = (up > 0) & inside
+            kept[part] = network.flatten(1).any(dim=1)
+            image = network[:, top:top + inner_h, left:left + inner_w].float()[:, None]
+            masks[part] = functional.interpolate(image, size=tuple(source_shape),
+                                                 mode='bilinear', align_corners=False)[:, 0] > 0.5
+        index = np.flatnonzero(kept.cpu().numpy())
+        if len(index) < count:  # the usual case, all kept, copies the masks once
+            masks = masks[torch.as_tensor(index, device=device)]
+        return masks.cpu().numpy(), index
+
+
+def _xyxy(torch: Any, xywh: Any) -> Any:
+    """(N, 4) centre/size boxes -> corners, as the host's ``xywh_to_xyxy``."""
+    half = xywh[:, 2:4] / 2
+    return torch.cat([xywh[:, 0:2] - half, xywh[:, 0:2] + half], dim=1)
+
+
+def _select(torch: Any, boxes: Any, scores: Any, class_ids: Any, iou: float,
+            max_detections: int, max_candidates: int, class_offset: float) -> Any:
+    """Return the indices of the candidates one frame keeps: top-k, then class NMS."""
     import torchvision
 
+    top = None
     if scores.shape[0] > max_candidates:
         top = scores.topk(max_candidates).indices
         boxes, scores, class_ids = boxes[top], scores[top], class_ids[top]
     offset = class_ids[:, None].to(torch.float32) * class_offset
     kept = torchvision.ops.nms(boxes + offset, scores, iou)[:max_detections]
-    return torch.cat([boxes[kept], scores[kept, None], class_ids[kept, None].to(torch.float32),
-                      torch.full_like(scores[kept, None], float(index))], dim=1)
+    return kept if top is None else top[kept]
+
+
+def _rows(torch: Any, boxes: Any, scores: Any, class_ids: Any, index: float) -> Any:
+    """Return detections as rows (x1, y1, x2, y2, score, class, frame index), on the device."""
+    return torch.cat([boxes, scores[:, None], class_ids[:, None].to(torch.float32),
+                      torch.full_like(scores[:, None], index)], dim=1)

@@ -195,27 +195,123 @@ def test_device_path_decodes_a_batch_at_once(device_path_on_cpu, host_model, bus
         model.close()
 
 
-@pytest.mark.parametrize('name', ['yolov8n_seg', 'yolov8n_pose'])
-def test_segment_and_pose_take_u8_but_decode_on_the_host(device_path_on_cpu, engine_cache_dir,
-                                                         bus_bgr, name):
-    """Masks and keypoints need every kept anchor's extra rows: their outputs come back as
-    arrays (all of them, graphs or not), and their results equal the host path's."""
+def test_pose_takes_u8_but_decodes_on_the_host(device_path_on_cpu, engine_cache_dir,
+                                               bus_bgr):
+    """Keypoints are read on the host: the output comes back as an array (graphs or not), and
+    the results equal the host path's."""
     results = []
     for io in (False, True):
-        model = build_pipeline(resolve_manifest(name), 'cpu', cache_dir=engine_cache_dir,
-                               device_io=io, cuda_graphs=io)
+        model = build_pipeline(resolve_manifest('yolov8n_pose'), 'cpu',
+                               cache_dir=engine_cache_dir, device_io=io, cuda_graphs=io)
         try:
             assert model.runner.takes_u8 is io and not model.runner.device_outputs
             results.append(model.process(bus_bgr, 'bgr8', PARAMS))
             outputs = model.runner.infer(model.task.preprocess(bus_bgr, 'bgr8')[0])
-            assert all(isinstance(out, np.ndarray) for out in outputs)
-            assert len(outputs) == (2 if name.endswith('seg') else 1)
+            assert len(outputs) == 1 and isinstance(outputs[0], np.ndarray)
         finally:
             model.close()
     host, device = results
     _same(device, host)
-    extra = 'masks' if name.endswith('seg') else 'keypoints'
-    np.testing.assert_allclose(getattr(device, extra), getattr(host, extra), atol=1e-3)
+    np.testing.assert_allclose(device.keypoints, host.keypoints, atol=1e-3)
+
+
+def _mask_ious(found, want) -> list[float]:
+    """Each pair's IoU (1 for two empty masks)."""
+    return [float((a & b).sum() / (a | b).sum()) if (a | b).any() else 1.0
+            for a, b in zip(found, want)]
+
+
+@pytest.mark.parametrize('graphs', [False, True])
+def test_segment_decodes_and_makes_masks_on_the_device(device_path_on_cpu, engine_cache_dir,
+                                                       bus_bgr, assets, graphs):
+    """Segmentation on the device path: its outputs stay there, the detections are the host
+    path's and every mask matches the host's (IoU >= 0.99: both sample bilinearly, the host
+    through OpenCV's 1/32-pixel positions), on two frame shapes and a batch of two."""
+    import cv2
+
+    frames = [bus_bgr, cv2.imread(str(assets / 'zidane.jpg'))]
+    host = build_pipeline(resolve_manifest('yolov8n_seg'), 'cpu', cache_dir=engine_cache_dir,
+                          device_io=False, cuda_graphs=False)
+    model = build_pipeline(resolve_manifest('yolov8n_seg'), 'cpu', cache_dir=engine_cache_dir,
+                           cuda_graphs=graphs)
+    try:
+        assert model.runner.takes_u8 and model.runner.device_outputs
+        outputs = model.runner.infer(model.task.preprocess(bus_bgr, 'bgr8')[0])
+        assert len(outputs) == 2 and all(isinstance(o, DeviceOutput) for o in outputs)
+        wanted = [host.process(frame, 'bgr8', PARAMS) for frame in frames]
+        found = [model.process(frame, 'bgr8', PARAMS) for frame in frames]
+        found_batch = model.process_batch([(bus_bgr, 'bgr8'), (bus_bgr, 'bgr8')], PARAMS)
+    finally:
+        model.close()
+        host.close()
+    for got, want in zip(found + found_batch, wanted + [wanted[0]] * 2):
+        _same(got, want)
+        assert got.masks.shape == want.masks.shape and got.masks.dtype == bool
+        assert min(_mask_ious(got.masks, want.masks)) >= 0.99, _mask_ious(got.masks,
+                                                                          want.masks)
+
+
+def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones():
+    """Synthetic prototypes and boxes: inside, across the letterbox's border, at the frame's
+    edges, one with all-negative logits (left out on both paths) and more boxes than a chunk:
+    the device's masks match the host's, and chunks do not change them."""
+    from vision_nodes.tasks.preprocess import LetterboxMeta
+    from vision_nodes.tasks.segment import NetworkMeta, instance_masks
+
+    rng = np.random.default_rng(3)
+    protos = rng.normal(0, 1, (32, 80, 120)).astype(np.float32)
+    protos = cv2_blur(protos)
+    count = 20
+    coefficients = rng.normal(0, 1, (count, 32)).astype(np.float32)
+    coefficients[5] = 0  # logits 0 everywhere: not above 0, so an empty mask
+    corners = rng.uniform((0, 0), (440, 290), (count, 2))
+    boxes = np.concatenate([corners, corners + rng.uniform(8, 200, (count, 2))], axis=1)
+    boxes[0] = (-5, -5, 100, 90)  # over the top-left edge and the letterbox's border
+    boxes[1] = (400, 250, 480.5, 330)  # over the right edge
+    boxes = boxes.astype(np.float32)
+    # A 300 x 450 source letterboxed into 320 x 480 at gain 480 / 450: 16 px pads above/below.
+    gain = 480 / 450
+    meta = NetworkMeta(LetterboxMeta((300, 450), (gain, gain), (0.0, 16.0)), (320, 480))
+    host, host_kept = instance_masks(coefficients, protos, boxes, meta)
+    out = DeviceOutput(torch.from_numpy(protos[None]))
+    args = (DeviceOutput(torch.from_numpy(coefficients)), boxes, meta.shape, meta.content(),
+            meta.letterbox.source_shape)
+    device, kept = out.instance_masks(*args)
+    np.testing.assert_array_equal(kept, host_kept)
+    assert 5 not in kept and len(kept) >= count - 4, kept
+    assert device.shape == host.shape == (len(kept), 300, 450)
+    ious = _mask_ious(device, host)
+    assert min(ious) >= 0.97 and np.mean(ious) >= 0.99, ious
+    small, small_kept = out.instance_masks(*args, chunk=3)
+    np.testing.assert_array_equal(small, device)
+    np.testing.assert_array_equal(small_kept, kept)
+
+
+def cv2_blur(planes: np.ndarray) -> np.ndarray:
+    """Smooth random prototypes, so that masks are blobs (as a network's are), not noise."""
+    import cv2
+
+    return np.stack([cv2.GaussianBlur(p, (0, 0), 3) for p in planes]) * 3
+
+
+def test_instances_decoded_on_the_device_equal_the_host_decode():
+    """The detections and each one's extra rows (coefficients), top-k included."""
+    from vision_nodes.tasks.detect import decode_instances
+
+    rng = np.random.default_rng(11)
+    for candidates in (0, 40, MAX_NMS_CANDIDATES + 200):
+        output = _yolo_like_output(rng, classes=80, candidates=candidates)
+        extra = rng.normal(0, 1, (1, 32, output.shape[2])).astype(np.float32)
+        output = np.concatenate([output, extra], axis=1)
+        want, want_extra = decode_instances(output, PARAMS, 80, False)
+        *found, got_extra = DeviceOutput(torch.from_numpy(output)).decode_instances(
+            80, PARAMS.confidence, PARAMS.iou, PARAMS.max_detections, MAX_NMS_CANDIDATES,
+            _CLASS_OFFSET)
+        assert len(found[0]) == len(want) and (len(want) > 0) == (candidates > 0)
+        np.testing.assert_array_equal(found[0], want.boxes)
+        np.testing.assert_array_equal(found[1], want.scores)
+        np.testing.assert_array_equal(found[2], want.class_ids)
+        np.testing.assert_array_equal(np.asarray(got_extra), want_extra)
 
 
 def test_device_io_off_keeps_the_host_path(device_path_on_cpu, engine_cache_dir, bus_bgr):
