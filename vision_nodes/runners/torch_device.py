@@ -24,6 +24,11 @@ from ..images import U8_INPUT_ORDER
 from ..manifest import Preprocessing
 
 
+#: Float pixels (network or source resolution) one chunk of masks may take on the device:
+#: 16 masks of a 1080p frame, 4 of a 4K one (128 MB of float32 at a time).
+MASK_CHUNK_PIXELS = 32 * 1024 * 1024
+
+
 def _torch():
     import torch
 
@@ -198,7 +203,7 @@ class DeviceOutput:
 
     def instance_masks(self, coefficients: 'DeviceOutput', boxes: np.ndarray,
                        network_shape: tuple[int, int], content: tuple[int, int, int, int],
-                       source_shape: tuple[int, int], chunk: int = 16
+                       source_shape: tuple[int, int], chunk: int | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
         """Prototypes ``(1, nm, mh, mw)`` -> (masks (M, H, W) bool in source pixels, kept).
 
@@ -209,7 +214,8 @@ class DeviceOutput:
         above 0 inside the box (x1 <= column < x2, y1 <= row < y2), the image's part resized
         bilinearly to the source and above one half. A detection whose mask is empty at network
         resolution is left out (``kept``: the indices of the others). ``chunk`` masks at a
-        time bound the device memory; the masks come back in one copy.
+        time (default: as many as keep a chunk's float planes within ``MASK_CHUNK_PIXELS``,
+        at most 16) bound the device memory; the masks come back in one copy.
         """
         torch = _torch()
         functional = torch.nn.functional
@@ -226,6 +232,9 @@ class DeviceOutput:
         rows = torch.arange(height, device=device, dtype=torch.float32)[:, None]
         corners = torch.as_tensor(np.asarray(boxes, np.float32), device=device)
         planes = protos.reshape(nm, mh * mw)
+        if chunk is None:
+            largest = max(height * width, int(source_shape[0]) * int(source_shape[1]), 1)
+            chunk = max(1, min(16, MASK_CHUNK_PIXELS // largest))
         for start in range(0, count, chunk):
             part = slice(start, min(start + chunk, count))
             logits = (coefficients.tensor[part].float() @ planes).reshape(-1, 1, mh, mw)

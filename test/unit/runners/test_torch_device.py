@@ -251,10 +251,12 @@ def test_segment_decodes_and_makes_masks_on_the_device(device_path_on_cpu, engin
                                                                           want.masks)
 
 
-def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones():
+def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones(monkeypatch):
     """Synthetic prototypes and boxes: inside, across the letterbox's border, at the frame's
     edges, one with all-negative logits (left out on both paths) and more boxes than a chunk:
-    the device's masks match the host's, and chunks do not change them."""
+    the device's masks match the host's, and chunks (given, or sized to a pixel budget) do
+    not change them."""
+    from vision_nodes.runners import torch_device
     from vision_nodes.tasks.preprocess import LetterboxMeta
     from vision_nodes.tasks.segment import NetworkMeta, instance_masks
 
@@ -285,6 +287,10 @@ def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones():
     small, small_kept = out.instance_masks(*args, chunk=3)
     np.testing.assert_array_equal(small, device)
     np.testing.assert_array_equal(small_kept, kept)
+    monkeypatch.setattr(torch_device, 'MASK_CHUNK_PIXELS', 2 * 320 * 480)  # 2 at a time
+    budget, budget_kept = out.instance_masks(*args)
+    np.testing.assert_array_equal(budget, device)
+    np.testing.assert_array_equal(budget_kept, kept)
 
 
 def cv2_blur(planes: np.ndarray) -> np.ndarray:
