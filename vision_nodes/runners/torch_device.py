@@ -249,7 +249,7 @@ class DeviceOutput:
             masks[part] = functional.interpolate(image, size=tuple(source_shape),
                                                  mode='bilinear', align_corners=False)[:, 0] > 0.5
         index = np.flatnonzero(kept.cpu().numpy())
-        if len(index) < count:  # the usual case, all kept, copies the masks once
+        if len(index) < count:  # some are empty: only the others come back
             masks = masks[torch.as_tensor(index, device=device)]
         return masks.cpu().numpy(), index
 

@@ -293,6 +293,21 @@ def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones(monk
     np.testing.assert_array_equal(budget_kept, kept)
 
 
+def test_a_frame_without_detections_gives_no_masks_on_the_device():
+    """Nothing above the threshold: no detections, no coefficients, and (0, H, W) masks."""
+    rng = np.random.default_rng(5)
+    pred = DeviceOutput(torch.from_numpy(rng.uniform(0, 0.2, (1, 4 + 80 + 32, 300))
+                                         .astype(np.float32)))
+    boxes, scores, class_ids, coefficients = pred.decode_instances(
+        80, 0.25, 0.45, 300, MAX_NMS_CANDIDATES, _CLASS_OFFSET)
+    assert boxes.shape == (0, 4) and scores.shape == (0,) and class_ids.dtype == np.int64
+    assert coefficients.shape == (0, 32)
+    protos = DeviceOutput(torch.zeros((1, 32, 16, 20)))
+    masks, kept = protos.instance_masks(coefficients, boxes, (64, 80), (0, 4, 80, 56),
+                                        (70, 100))
+    assert masks.shape == (0, 70, 100) and masks.dtype == bool and kept.shape == (0,)
+
+
 def cv2_blur(planes: np.ndarray) -> np.ndarray:
     """Smooth random prototypes, so that masks are blobs (as a network's are), not noise."""
     import cv2
