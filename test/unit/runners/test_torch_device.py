@@ -271,9 +271,11 @@ def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones(monk
     boxes[0] = (-5, -5, 100, 90)  # over the top-left edge and the letterbox's border
     boxes[1] = (400, 250, 480.5, 330)  # over the right edge
     boxes = boxes.astype(np.float32)
-    # A 300 x 450 source letterboxed into 320 x 480 at gain 480 / 450: 16 px pads above/below.
+    # A 270 x 450 source letterboxed into 320 x 480 at gain 480 / 450: 288 rows of image,
+    # 16 rows of padding above and below.
     gain = 480 / 450
-    meta = NetworkMeta(LetterboxMeta((300, 450), (gain, gain), (0.0, 16.0)), (320, 480))
+    meta = NetworkMeta(LetterboxMeta((270, 450), (gain, gain), (0.0, 16.0)), (320, 480))
+    assert meta.content() == (0, 16, 480, 288)
     host, host_kept = instance_masks(coefficients, protos, boxes, meta)
     out = DeviceOutput(torch.from_numpy(protos[None]))
     args = (DeviceOutput(torch.from_numpy(coefficients)), boxes, meta.shape, meta.content(),
@@ -281,7 +283,7 @@ def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones(monk
     device, kept = out.instance_masks(*args)
     np.testing.assert_array_equal(kept, host_kept)
     assert 5 not in kept and len(kept) >= count - 4, kept
-    assert device.shape == host.shape == (len(kept), 300, 450)
+    assert device.shape == host.shape == (len(kept), 270, 450)
     ious = _mask_ious(device, host)
     assert min(ious) >= 0.97 and np.mean(ious) >= 0.99, ious
     small, small_kept = out.instance_masks(*args, chunk=3)
