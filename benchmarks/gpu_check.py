@@ -21,6 +21,11 @@ of the CPU's. Then it times
               network call (bare and pipeline ms per batch, frames per second), each frame's
               detections checked against the unbatched ones.
 
+With ``--ultralytics`` it also times Ultralytics' own ``YOLO('<the .pt>').predict`` on the
+first image on the same GPU (fp32, its default letterbox and post-processing; masks at network
+resolution, as it returns them) and prints each path's pipeline as a fraction of it: what the
+node's way of running the model saves over the usual way.
+
 A path that cannot run here is listed with the reason (no CUDA build of PyTorch, an ONNX
 Runtime without that provider, no TensorRT, TensorRT 11 and int8, ...). On a machine without
 a CUDA device it says so, lists what it would run, and exits 0. Exits 1 only when a path ran
@@ -32,6 +37,7 @@ and its detections differed from the CPU's (or a batched frame's from the unbatc
     python benchmarks/gpu_check.py --paths torch-cuda --batch 1 2 4
     python benchmarks/gpu_check.py --paths torch-cuda-host torch-cuda-device torch-cuda
     python benchmarks/gpu_check.py --model yolov8n_seg --paths torch-cuda torch-cuda-fp16
+    python benchmarks/gpu_check.py --model yolov8n_seg --paths torch-cuda --ultralytics
 
 Needs Python 3.10+, NumPy, OpenCV and ONNX Runtime (the reference), the model's weights
 (``VISION_NODES_MODEL_DIR``, or ``shared/models`` beside a checkout), and for each path its
@@ -400,6 +406,34 @@ def cpu_reference(setup: Setup) -> tuple[dict[str, Any], Outcome]:
     return found, outcome
 
 
+def ultralytics_predict(setup: Setup, image: np.ndarray) -> tuple[float | None, str]:
+    """Return Ultralytics' median ``predict`` ms on ``image`` on the GPU, or (None, why not).
+
+    The manifest's own ``.pt`` with its thresholds, on the device the paths run on; warmed up
+    first (Ultralytics sets itself up on its first calls).
+    """
+    from vision_nodes.loaders.ultralytics import import_ultralytics
+
+    weights = setup.manifest.weights_path()
+    if setup.manifest.architecture != 'ultralytics' or weights.suffix != '.pt':
+        return None, f"'{setup.manifest.name}' is not an Ultralytics .pt model"
+    thresholds = setup.manifest.thresholds
+    device = setup.device if setup.device.isdigit() else setup.device.replace('cuda:', '')
+    samples = []
+    try:
+        model = import_ultralytics().YOLO(str(weights))
+        for frame in range(5 + setup.frames):
+            start = time.perf_counter()
+            model.predict(image, conf=thresholds.confidence, iou=thresholds.iou,
+                          max_det=thresholds.max_detections, device=device, verbose=False)
+            if frame >= 5:
+                samples.append(time.perf_counter() - start)
+    except Exception as exc:  # noqa: BLE001 - reported, the paths' results still count
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
+        return None, f'Ultralytics failed: {type(exc).__name__}: {first}'
+    return _ms(samples), ''
+
+
 # -- report -----------------------------------------------------------------------------------
 
 def _cell(value: float | None) -> str:
@@ -433,6 +467,16 @@ def table(outcomes: Sequence[Outcome]) -> str:
     if skipped:
         lines += ['', 'cannot run here:'] + skipped
     return '\n'.join(lines)
+
+
+def predict_line(outcomes: Sequence[Outcome], predict_ms: float | None, reason: str) -> str:
+    """One line: Ultralytics' predict time and each timed path's pipeline as a fraction."""
+    if predict_ms is None:
+        return f"Ultralytics' predict not timed: {reason}"
+    parts = [f'{o.path.name} {o.pipeline_ms / predict_ms:.3f}' for o in outcomes
+             if o.pipeline_ms is not None and o.status != 'reference']
+    return (f"Ultralytics' YOLO(.pt).predict on the GPU: {predict_ms:.2f} ms; pipeline / "
+            'predict: ' + (', '.join(parts) or 'no path ran'))
 
 
 def environment(device_index: int) -> dict[str, Any]:
@@ -488,6 +532,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument('--min-score', type=float, default=MIN_SCORE,
                         help='compare the detections scoring at least this (a model with '
                         'seeded, untrained weights scores low)')
+    parser.add_argument('--ultralytics', action='store_true',
+                        help="also time Ultralytics' YOLO('<the .pt>').predict on the GPU and "
+                        'print each pipeline as a fraction of it')
     parser.add_argument('--json', type=Path, help='also write the results here as JSON')
     parser.add_argument('--verbose', action='store_true', help='print the runners\' log')
     return parser.parse_args(argv)
@@ -544,6 +591,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       print if args.verbose else (lambda _: None), args.batch)
         reference, cpu = cpu_reference(setup)
         outcomes = [cpu] + [run_path(path, setup, reference) for path in paths]
+        predict_ms, no_predict = (ultralytics_predict(setup, next(iter(images.values())))
+                                  if args.ultralytics else (None, ''))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     gpu = report['environment']['gpu']
@@ -551,6 +600,10 @@ def main(argv: Sequence[str] | None = None) -> int:
           f'model {manifest.name}, images {", ".join(images)}, {args.frames} frames; '
           'times are medians in ms')
     print(table(outcomes))
+    if args.ultralytics:
+        print(predict_line(outcomes, predict_ms, no_predict))
+        report.update(ultralytics_predict_ms=predict_ms,
+                      ultralytics_predict_reason=no_predict or None)
     report.update(cuda_device=True, images=list(images), frames=args.frames,
                   results=[o.as_dict() for o in outcomes])
     _write_json(args.json, report)

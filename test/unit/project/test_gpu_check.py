@@ -268,3 +268,38 @@ def test_batches_of_a_segmentation_model_match_the_single_frame(gpu_check, model
     finally:
         model.close()
     assert rows[0]['batch'] == 2 and rows[0]['mismatches'] == []
+
+
+def test_ultralytics_predict_is_timed_and_each_pipeline_put_beside_it(gpu_check, model_dir,
+                                                                      assets, tmp_path):
+    """--ultralytics: Ultralytics' own predict on the manifest's .pt is timed (here on the
+    CPU, the device it is given) and each timed path's pipeline printed as a fraction of it; a
+    model that is not an Ultralytics .pt is said so in one line."""
+    import dataclasses
+
+    import cv2
+
+    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks.detect import DetectionParams
+
+    image = cv2.imread(str(assets / 'bus.jpg'))
+    setup = gpu_check.Setup(resolve_manifest('yolov8n'), {'bus.jpg': image},
+                            DetectionParams(0.25, 0.45, 300), tmp_path, tmp_path, 'cpu', 2,
+                            lambda _: None)
+    predict_ms, reason = gpu_check.ultralytics_predict(setup, image)
+    assert predict_ms > 0 and reason == ''
+    path = next(p for p in gpu_check.PATHS if p.name == 'torch-cuda')
+    ran = gpu_check.Outcome(path, status='match', pipeline_ms=predict_ms / 4)
+    skipped = gpu_check.Outcome(next(p for p in gpu_check.PATHS if p.name == 'onnx-cuda'),
+                                status='cannot run')
+    line = gpu_check.predict_line([ran, skipped], predict_ms, '')
+    assert line.endswith('pipeline / predict: torch-cuda 0.250'), line
+    onnx_only = dataclasses.replace(setup.manifest, architecture='onnx', weights='model.onnx')
+    other = gpu_check.Setup(onnx_only, {}, setup.params, tmp_path, tmp_path, 'cpu', 1,
+                            lambda _: None)
+    assert gpu_check.ultralytics_predict(other, image) == (
+        None, f"'{onnx_only.name}' is not an Ultralytics .pt model")
+    assert gpu_check.predict_line([ran], None, 'why') == "Ultralytics' predict not timed: why"
+    on_no_gpu = dataclasses.replace(setup, device='0')  # this machine has no GPU 0
+    none, why = gpu_check.ultralytics_predict(on_no_gpu, image)
+    assert none is None and why.startswith('Ultralytics failed: ') and '\n' not in why, why
