@@ -58,7 +58,7 @@ def _exchange(images, answers, msg, extra=(), timeout: float = 60.0):
         for pub, other in extra:
             pub.publish(other)
         images.publish(msg)
-        got = answers.get(0.5, same)
+        got = answers.get(2.0, same)
         if got is not None:
             return got
     return None
