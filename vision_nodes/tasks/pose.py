@@ -77,8 +77,8 @@ class PoseTask(DetectionTask):
     """Pre- and post-processing of YOLO pose estimation, shared by every runner."""
 
     name: ClassVar[str] = 'pose'
-    #: Decoded on the host: on an H100 decoding on the GPU took 0.81 ms a frame against the
-    #: host's 0.21 ms (its small output comes back faster than the GPU's decode syncs).
+    #: Decoded on the host, also on a GPU: copying this small output back costs less than
+    #: the device decode's syncs and launches (measured: docs/benchmarks.md).
     decodes_device_outputs: ClassVar[bool] = False
 
     @classmethod
