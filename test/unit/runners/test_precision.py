@@ -279,7 +279,7 @@ def test_int8_float_layers_run_bf16_only_where_the_cpu_has_it(kind, expected):
 
 @pytest.mark.parametrize('kind', ['amx', 'avx2'])
 def test_the_openvino_runner_asks_for_that_type_and_fp32_stays_f32(config, monkeypatch, ov,
-                                                                   kind):
+                                                                   model_dir, kind):
     """The CPU facts are faked through platform/cpu.py's API; OpenVINO itself is real (on a
     CPU without bf16 it computes f32 whatever is asked, so the request is what is checked)."""
     from vision_nodes.runners import openvino_plan

@@ -119,8 +119,11 @@ def test_device_output_reads_back_as_an_array():
 
 
 @pytest.fixture
-def device_path_on_cpu(monkeypatch):
-    """Let the runner convert, decode and replay graphs on the CPU, as it does on a GPU."""
+def device_path_on_cpu(monkeypatch, model_dir):
+    """Let the runner convert, decode and replay graphs on the CPU, as it does on a GPU.
+
+    Every test that uses it runs the real shared weights (``model_dir`` skips without them).
+    """
     fake = FakeCudaGraphs()
     monkeypatch.setattr(TorchRunner, 'device_io_types', ('cuda', 'cpu'))
     monkeypatch.setattr(TorchRunner, 'graph_device_types', ('cuda', 'cpu'))
@@ -129,7 +132,7 @@ def device_path_on_cpu(monkeypatch):
 
 
 @pytest.fixture(scope='module')
-def host_model(engine_cache_dir):
+def host_model(engine_cache_dir, model_dir):
     model = build_pipeline(resolve_manifest('yolov8n'), 'cpu', cache_dir=engine_cache_dir)
     yield model
     model.close()
