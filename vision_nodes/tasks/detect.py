@@ -151,8 +151,16 @@ def decode_instances(output: np.ndarray, params: DetectionParams, classes: int, 
     """Return the detections of either layout and each one's extra values (N, extra).
 
     The extra values (mask coefficients, keypoints) follow the ``4 + classes`` box and
-    class rows of a YOLOv8-style output, or the 6 leading values of an end-to-end row.
+    class rows of a YOLOv8-style output, or the 6 leading values of an end-to-end row. A
+    YOLOv8-style output that stays on a device and offers ``decode_instances``
+    (``runners/torch_device.py``) is decoded there with the same steps and constants, and
+    its extra values stay there too.
     """
+    on_device = getattr(output, 'decode_instances', None)
+    if on_device is not None and not end2end:
+        *found, extra = on_device(classes, params.confidence, params.iou,
+                                  params.max_detections, MAX_NMS_CANDIDATES, _CLASS_OFFSET)
+        return Detections(*found), extra
     if end2end:
         boxes, scores, class_ids, rows = decode_rows(output, params.confidence,
                                                      params.max_detections)

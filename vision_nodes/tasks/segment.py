@@ -23,8 +23,7 @@ import numpy as np
 
 from ..manifest import ManifestError
 from ..text import clip
-from .detect import (_CLASS_OFFSET, MAX_NMS_CANDIDATES, DetectionParams, DetectionTask,
-                     Detections, decode_instances)
+from .detect import DetectionParams, DetectionTask, decode_instances
 from .end2end import is_end2end, row_extra
 from .instances import SegmentResult
 from .preprocess import LetterboxMeta
@@ -241,18 +240,13 @@ class SegmentationTask(DetectionTask):
         if self.end2end is None:
             self.check_model([tuple(pred.shape), tuple(protos.shape)], [])
         classes = pred.shape[1] - 4 - protos.shape[1]
+        dets, coefficients = decode_instances(pred, params, classes, bool(self.end2end),
+                                              buffers=self.decode_buffers.get())
         on_device = getattr(protos, 'instance_masks', None)
-        if on_device is not None and not self.end2end:
-            # Outputs left on a device (runners/torch_device.py): the same steps there.
-            *found, coefficients = pred.decode_instances(
-                classes, params.confidence, params.iou, params.max_detections,
-                MAX_NMS_CANDIDATES, _CLASS_OFFSET)
-            dets = Detections(*found)
+        if on_device is not None:  # outputs left on a device: the same steps there
             masks, kept = on_device(coefficients, dets.boxes, meta.shape, meta.content(),
                                     meta.letterbox.source_shape)
         else:
-            dets, coefficients = decode_instances(pred, params, classes, bool(self.end2end),
-                                                  buffers=self.decode_buffers.get())
             masks, kept = instance_masks(coefficients, protos[0], dets.boxes, meta)
         meta.letterbox.to_source(dets.boxes)
         return SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept], masks)
