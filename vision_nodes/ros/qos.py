@@ -47,6 +47,10 @@ LARGE_IMAGE_CAVEAT = (
     'FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds_large_images.xml')
 #: Publishers named in one line at most; the rest are counted.
 _LISTED = 3
+#: camera_info subscriptions (3D detections, depth outputs): best effort hears reliable and
+#: best-effort publishers alike; only the newest K matters.
+CAMERA_INFO_IN = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
+                            reliability=ReliabilityPolicy.BEST_EFFORT)
 
 
 @dataclass(frozen=True)

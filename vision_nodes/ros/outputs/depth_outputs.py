@@ -22,14 +22,12 @@ from sensor_msgs.msg import CameraInfo, Image
 from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 from ...tasks.depth import DepthParams, DepthResult
+from ..qos import CAMERA_INFO_IN
 from .depth_messages import camera_info_for, colored_to_cdr, depth_to_cdr
 
 #: Depth images are frame-sized: keep only the newest one queued.
 IMAGES = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                     reliability=ReliabilityPolicy.RELIABLE)
-#: A best-effort subscription hears reliable and best-effort camera_info publishers alike.
-CAMERA_INFO_IN = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
-                            reliability=ReliabilityPolicy.BEST_EFFORT)
 
 
 #: Republish camera_info with each depth image: a ROS output switch, declared by these

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo
 from vision_msgs.msg import Detection3DArray
 
@@ -22,12 +21,10 @@ from ...tasks.detect import Detections
 from ...text import clip
 from ..camera_names import camera_sibling
 from ..depth_topic import DepthTopic, depth_view
+from ..qos import CAMERA_INFO_IN
 from .detection3d_messages import detections_3d_to_cdr
 from .detection_switches import DetectionSwitches
 
-#: A best-effort subscription hears reliable and best-effort camera_info publishers alike.
-CAMERA_INFO_IN = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
-                            reliability=ReliabilityPolicy.BEST_EFFORT)
 MODEL_PREFIX = 'model:'
 
 
