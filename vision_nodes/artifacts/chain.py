@@ -98,7 +98,7 @@ class ArtifactChain:
 
         if manifest.architecture == 'onnx':
             return OnnxModel(check_weights(weights), None, None)
-        entry = ensure_onnx(manifest, weights, self.cache, 'fp32')
+        entry = ensure_onnx(manifest, weights, self.cache, 'fp32', log=self.log)
         return OnnxModel(entry.file(ONNX_FILE), entry.read_verified(ONNX_FILE), entry.hit)
 
     def fp16_onnx(self, manifest: ModelManifest, model: OnnxModel) -> OnnxModel:
