@@ -6,7 +6,9 @@ everything that changes the artifact: the weights' content hash, input size, pre
 opset, exporter versions, target device. Entries are built in a temporary folder and published
 with one atomic ``rename``; a per-key file lock makes concurrent processes build an entry once.
 An entry whose files do not match ``entry.json`` (truncated, edited, half-deleted) is treated
-as a miss, moved aside and rebuilt.
+as a miss, moved aside and rebuilt. The model name only makes the folder readable: a lookup
+that finds no entry of its own name takes an intact one of the same kind and key made under
+another name (the same weights exported the same way).
 
 The cache is untrusted input: nothing read from it is believed without checking. Hashes are
 computed from the content every time (never memoised on path, size or modification time,
@@ -341,11 +343,30 @@ class ArtifactCache:
 
     def lookup(self, model: str, kind: str, fields: dict[str, Any],
                files: tuple[str, ...] = ()) -> CacheEntry | None:
-        """Return a valid existing entry, or None (a corrupt one counts as absent)."""
+        """Return a valid existing entry, or None (a corrupt one counts as absent).
+
+        The key is the content: an intact entry of the same kind and key made under another
+        model name (a manifest copied under a new name, with the same weights and export
+        settings) is the same artifact, and is returned when there is none of this name.
+        """
         key, entry = self._locate(model, kind, fields)
         if os.path.lexists(entry) and self.validate(entry, files):
             return CacheEntry(entry, key, hit=True)
+        for other in self._same_key(kind, key, entry.name):
+            if self.validate(other, files):
+                return CacheEntry(other, key, hit=True)
         return None
+
+    def _same_key(self, kind: str, key: str, own: str) -> list[Path]:
+        """Entries of ``kind`` and ``key`` under other model names, by name."""
+        suffix = f'-{_safe(kind)}-{key}'
+        try:
+            names = [e.name for e in os.scandir(self.root)]
+        except OSError:
+            return []
+        return [self.root / name for name in sorted(names)
+                if name.endswith(suffix) and name != own and len(name) > len(suffix)
+                and not name.startswith('.')]
 
     def get_or_build(self, model: str, kind: str, fields: dict[str, Any],
                      build: Callable[[Path], None], files: tuple[str, ...],

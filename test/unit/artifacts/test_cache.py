@@ -114,6 +114,27 @@ def test_different_fields_or_kind_build_separately(tmp_path: Path) -> None:
     assert len({a.path, b.path, c.path}) == 3
 
 
+def test_another_name_with_the_same_key_is_a_hit(tmp_path: Path) -> None:
+    """A manifest copied under a new name (same weights, same export): the entry made under
+    the first name is the artifact, found without a build; a corrupt one is passed over and
+    left in place for its own name's next configure; another kind or key never matches."""
+    cache = ArtifactCache(tmp_path)
+    build = CountingBuild()
+    first = cache.get_or_build('yolov8n', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    copy = cache.get_or_build('yolov8n_strict', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    assert build.calls == 1 and copy.hit and (copy.path, copy.key) == (first.path, first.key)
+    assert cache.lookup('n', 'onnx', {**FIELDS, 'precision': 'fp16'}, (ARTIFACT,)) is None
+    assert cache.lookup('n', 'onnx-u8', FIELDS, (ARTIFACT,)) is None
+    assert cache.lookup('n', 'onnx', FIELDS, (ARTIFACT, 'more.bin')) is None
+    (first.path / ARTIFACT).write_bytes(b'edited')
+    other = cache.get_or_build('yolov8n_high', 'onnx', FIELDS, build, files=(ARTIFACT,))
+    assert build.calls == 2 and not other.hit and other.path != first.path
+    assert other.path.name.startswith('yolov8n_high-onnx-')
+    assert first.path.exists()  # not this name's to delete
+    again = cache.lookup('yolov8n_strict', 'onnx', FIELDS, (ARTIFACT,))
+    assert again is not None and again.path == other.path
+
+
 def test_model_name_is_sanitised(tmp_path: Path) -> None:
     cache = ArtifactCache(tmp_path)
     entry = cache.get_or_build('../evil/name', 'onnx', FIELDS, CountingBuild(),
