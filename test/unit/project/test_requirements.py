@@ -59,8 +59,11 @@ def test_this_environment_is_the_locked_one():
     venv = Path(os.environ.get('VISION_NODES_VENV', ROOT / '.venv')).resolve()
     if Path(sys.prefix).resolve() != venv:
         pytest.skip(f'not running in the venv scripts/setup_env.sh makes ({venv})')
-    installed = {canonicalize_name(d.metadata['Name']): d.version
-                 for d in metadata.distributions()}
+    # The first distribution of a name on sys.path is the one imported. Once a test has
+    # imported setuptools, its _vendor folder (older packaging and wheel) follows the venv's.
+    installed: dict[str, str] = {}
+    for d in metadata.distributions():
+        installed.setdefault(canonicalize_name(d.metadata['Name']), d.version)
     wrong = {name: (version, installed.get(name)) for name, version in _pins().items()
              if name not in LOCAL and installed.get(name) != version}
     assert not wrong, f'installed versions differ from constraints.txt (pinned, got): {wrong}'
