@@ -8,7 +8,8 @@ with one atomic ``rename``; a per-key file lock makes concurrent processes build
 An entry whose files do not match ``entry.json`` (truncated, edited, half-deleted) is treated
 as a miss, moved aside and rebuilt. The model name only makes the folder readable: a lookup
 that finds no entry of its own name takes an intact one of the same kind and key made under
-another name (the same weights exported the same way).
+another name (the same weights exported the same way; a TensorRT engine's file, named after
+its model, is found through the entry's listing).
 
 The cache is untrusted input: nothing read from it is believed without checking. Hashes are
 computed from the content every time (never memoised on path, size or modification time,
@@ -164,6 +165,25 @@ class CacheEntry:
     def file(self, name: str) -> Path:
         """Path of one file inside the entry (for messages; load with :meth:`read_verified`)."""
         return self.path / name
+
+    def names(self) -> tuple[str, ...]:
+        """Return the names of the files ``entry.json`` lists (read as :meth:`read_verified`)."""
+        try:
+            dir_fd = _open_dir(self.path)
+        except OSError as exc:
+            raise CacheError(f'cache entry {self.path.name}: cannot open it '
+                             f'({clip(exc.strerror or exc)}); the next configure rebuilds it'
+                             ) from None
+        try:
+            return tuple(sorted(_recorded_files(dir_fd)))
+        except CacheError as exc:
+            raise CacheError(f'cache entry {self.path.name}: {exc}; the next configure '
+                             'rebuilds it') from None
+        except OSError as exc:
+            raise CacheError(f'cache entry {self.path.name}: cannot read {ENTRY_FILE} '
+                             f'({clip(exc.strerror or exc)})') from None
+        finally:
+            os.close(dir_fd)
 
     def read_verified(self, name: str) -> bytes:
         """Return the content of one file of the entry, checked against its recorded SHA-256.
@@ -342,18 +362,20 @@ class ArtifactCache:
         return True
 
     def lookup(self, model: str, kind: str, fields: dict[str, Any],
-               files: tuple[str, ...] = ()) -> CacheEntry | None:
+               files: tuple[str, ...] = (), shared: tuple[str, ...] | None = None
+               ) -> CacheEntry | None:
         """Return a valid existing entry, or None (a corrupt one counts as absent).
 
         The key is the content: an intact entry of the same kind and key made under another
         model name (a manifest copied under a new name, with the same weights and export
-        settings) is the same artifact, and is returned when there is none of this name.
+        settings) is the same artifact, and is returned when there is none of this name. It
+        must list ``shared`` instead of ``files`` where the file names carry the model name.
         """
         key, entry = self._locate(model, kind, fields)
         if os.path.lexists(entry) and self.validate(entry, files):
             return CacheEntry(entry, key, hit=True)
         for other in self._same_key(kind, key, entry.name):
-            if self.validate(other, files):
+            if self.validate(other, files if shared is None else shared):
                 return CacheEntry(other, key, hit=True)
         return None
 
@@ -370,15 +392,17 @@ class ArtifactCache:
 
     def get_or_build(self, model: str, kind: str, fields: dict[str, Any],
                      build: Callable[[Path], None], files: tuple[str, ...],
-                     lock_timeout_s: float = 1800.0) -> CacheEntry:
+                     lock_timeout_s: float = 1800.0,
+                     shared: tuple[str, ...] | None = None) -> CacheEntry:
         """Return the entry for ``fields``, calling ``build(tmp_dir)`` on a miss.
 
         ``build`` writes the artifact files named in ``files`` into the folder it is given.
         The folder is published atomically only after ``build`` returns and every file exists.
-        Temporary folders of builds killed earlier are cleared first.
+        Temporary folders of builds killed earlier are cleared first. ``shared``: see
+        :meth:`lookup`.
         """
         self.remove_stale_temporaries()
-        found = self.lookup(model, kind, fields, files)
+        found = self.lookup(model, kind, fields, files, shared)
         if found:
             return found
         self._ensure_root()

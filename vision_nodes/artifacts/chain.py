@@ -33,7 +33,7 @@ from typing import Any, Callable
 from .cache import CacheEntry, CacheError, ArtifactCache
 from .calibration import CalibrationError, CalibrationSet, Preprocessor, calibration_set
 from .types import (ArtifactRequest, EngineArtifact, Log, OnnxArtifact, OnnxModel, OpenVinoIr,
-                    engine_file_name, model_profile, nhwc_profile, workspace_bytes)
+                    model_profile, nhwc_profile, workspace_bytes)
 from ..manifest import ModelManifest
 from ..text import clip
 
@@ -169,7 +169,7 @@ class ArtifactChain:
         """Return the engine entry for ``trt``'s version, ``gpu`` and ``precision``.
 
         With ``u8_input`` the engine takes the u8 NHWC image where the model can
-        (:mod:`.tensorrt_source`). The entry holds the engine (``engine_file_name``) and
+        (:mod:`.tensorrt_source`). The entry holds the engine (``tb.engine_name``) and
         ``build.json`` (with the fp32 model's class names under ``labels``). Raises a
         CacheError (EngineBuildError) saying why no engine can be had.
         """
@@ -221,13 +221,14 @@ class ArtifactChain:
     def _engine(self, request: ArtifactRequest) -> EngineArtifact:
         """Return the engine for the request's GPU (made current: the build runs on it)."""
         from ..platform import cuda
+        from . import tensorrt_build as tb
 
         trt, rt = importlib.import_module('tensorrt'), cuda.cuda_runtime()
         cuda.set_device(rt, request.gpu.index)
         entry = self.tensorrt_engine(request.manifest, request.weights, request.precision,
                                      request.calibration_dir, trt=trt, rt=rt, gpu=request.gpu,
                                      u8_input=request.u8_input)
-        return EngineArtifact(entry, engine_file_name(request.manifest.name, request.precision))
+        return EngineArtifact(entry, tb.engine_name(entry))
 
     def _tensorrt_calibration(self, manifest: ModelManifest, folder: str
                               ) -> tuple[CalibrationSet, Preprocessor]:

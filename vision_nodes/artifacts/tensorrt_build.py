@@ -6,7 +6,9 @@ weight files'), precision, the optimisation profile (min/opt/max input shapes), 
 workspace, the TensorRT version, the GPU's name and compute capability, the calibration images
 (int8), the pre-processing embedded in a u8-input graph and this step's version; so an engine
 is never loaded on a GPU or TensorRT version it was not built for. The engine file inside the
-entry is named ``{model}_{precision}.engine``; ``build.json`` records what the build did.
+entry is named ``{model}_{precision}.engine``; ``build.json`` records what the build did. A
+manifest copied under another name finds the entry its first name built (the cache's key is
+the content), and reads the engine's file name from the entry (:func:`engine_name`).
 
 Precision per TensorRT version (names checked against the real bindings, see
 ``test/data/tensorrt_api.json``):
@@ -48,8 +50,8 @@ from .cache import CacheEntry, CacheError, ArtifactCache, file_sha256
 from .labels import labels_from_metadata
 from .tensorrt_log import _make_logger, log_route, tensorrt_logger  # noqa: F401 - shared
 from .tensorrt_calibrator import entropy_calibrator
-from .types import (Profile, engine_file_name, nhwc_profile, rect_profile,  # noqa: F401
-                    static_profile, workspace_bytes)
+from .types import (BUILD_FACTS, ENGINE_SUFFIX, Profile, engine_file_name,  # noqa: F401
+                    nhwc_profile, rect_profile, static_profile, workspace_bytes)
 from ..limits import MAX_TENSORRT_TIMING_CACHE_BYTES
 from ..platform.cuda import GpuInfo
 from ..text import clip
@@ -400,7 +402,8 @@ def ensure_engine(cache: ArtifactCache, model: str, fields: dict[str, Any],
     """Return the cached engine for ``fields``, calling ``build()`` (→ engine, facts) on a miss.
 
     The entry holds the engine (``engine_file_name``), ``build.json`` (the build facts) and,
-    for int8, TensorRT's calibration table ``calibration.cache`` for inspection.
+    for int8, TensorRT's calibration table ``calibration.cache`` for inspection. An entry of
+    the same key built for another model name is taken too (its engine: :func:`engine_name`).
     """
     name = engine_file_name(model, fields['precision'])
 
@@ -410,9 +413,19 @@ def ensure_engine(cache: ArtifactCache, model: str, fields: dict[str, Any],
         (folder / name).write_bytes(engine)
         if table is not None:
             (folder / 'calibration.cache').write_bytes(table)
-        (folder / 'build.json').write_text(json.dumps(facts, indent=2))
+        (folder / BUILD_FACTS).write_text(json.dumps(facts, indent=2))
 
-    return cache.get_or_build(model, 'tensorrt', fields, write, files=(name,))
+    return cache.get_or_build(model, 'tensorrt', fields, write, files=(name,),
+                              shared=(BUILD_FACTS,))
+
+
+def engine_name(entry: CacheEntry) -> str:
+    """Return the name of the one engine file ``entry`` lists (its model's name is in it)."""
+    engines = [n for n in entry.names() if n.endswith(ENGINE_SUFFIX)]
+    if len(engines) != 1:
+        raise CacheError(f'cache entry {entry.path.name} lists {len(engines)} engine files, '
+                         'not one; delete it and configure again')
+    return engines[0]
 
 
 def onnx_labels(onnx_bytes: bytes) -> list[str] | None:

@@ -33,10 +33,15 @@ def embedded_preprocessing(prep: 'Preprocessing') -> dict[str, Any]:
             'std': [float(v) for v in prep.std]}
 
 
+#: The build facts in every TensorRT engine entry (class names under ``labels``), and the
+#: engine file's ending (its name begins with the model's: :func:`engine_file_name`).
+BUILD_FACTS, ENGINE_SUFFIX = 'build.json', '.engine'
+
+
 def engine_file_name(model: str, precision: str) -> str:
     """Human-readable engine file name inside the entry: ``{model}_{precision}.engine``."""
     safe = ''.join(c if c.isalnum() or c in '-_.' else '_' for c in model) or 'model'
-    return f'{safe}_{precision}.engine'
+    return f'{safe}_{precision}{ENGINE_SUFFIX}'
 
 
 def static_profile(input_size: Sequence[int], batch: int = 1) -> Profile:

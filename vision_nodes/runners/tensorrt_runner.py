@@ -33,7 +33,7 @@ import numpy as np
 
 from ..artifacts.cache import CacheError
 from ..artifacts.tensorrt_log import log_route, tensorrt_logger
-from ..artifacts.types import EngineArtifact
+from ..artifacts.types import BUILD_FACTS, EngineArtifact
 from ..images import U8_INPUT_ORDER
 from ..platform import cuda
 from . import tensorrt_plan
@@ -82,7 +82,7 @@ class TensorRTRunner(Runner):
             self._use_device()
             self.cache_hit, self.engine_path = engine.entry.hit, engine.path
             data = engine.entry.read_verified(engine.name)
-            self.labels = json.loads(engine.entry.read_verified('build.json')).get('labels')
+            self.labels = json.loads(engine.entry.read_verified(BUILD_FACTS)).get('labels')
             with log_route(cfg.log):
                 self._runtime = trt.Runtime(tensorrt_logger(trt))
                 self._engine = self._runtime.deserialize_cuda_engine(data)

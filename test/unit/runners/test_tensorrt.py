@@ -37,7 +37,7 @@ from hostile_files import png_header
 from vision_nodes.artifacts import tensorrt_build, tensorrt_calibrator
 from vision_nodes.artifacts.calibration import calibration_set
 from vision_nodes.artifacts.chain import ArtifactChain
-from vision_nodes.artifacts.cache import ArtifactCache, file_sha256
+from vision_nodes.artifacts.cache import ArtifactCache, CacheError, file_sha256
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE
 from vision_nodes.manifest import parse_manifest, resolve_manifest
@@ -300,6 +300,40 @@ def test_corrupt_engine_is_rebuilt(fake_trt, tiny_config):
         assert again.cache_hit is False and len(fake_trt.built) == 2
     finally:
         again.unload()
+
+
+def test_a_manifest_copy_loads_the_engine_its_first_name_built(fake_trt, tiny_config):
+    """The same ONNX under another manifest name: the engine built for 'tiny' is loaded (no
+    second build), found through the entry's listing though its file carries 'tiny'."""
+    first = create_runner(tiny_config)
+    path = first.engine_path
+    first.unload()
+    copy = replace(tiny_config, manifest=replace(tiny_config.manifest, name='tiny_copy'))
+    again = create_runner(copy)
+    try:
+        assert again.cache_hit is True and len(fake_trt.built) == 1
+        assert again.engine_path == path and path.name == 'tiny_fp32.engine'
+        tensor = np.random.default_rng(2).random((1, 3, 640, 640), dtype=np.float32)
+        np.testing.assert_allclose(again.infer(tensor)[0],
+                                   _reference(tiny_config.weights, tensor)[0],
+                                   rtol=1e-5, atol=1e-4)
+    finally:
+        again.unload()
+
+
+def test_an_entry_without_exactly_one_engine_is_refused_in_one_line(tmp_path):
+    """engine_name reads the entry's listing: none or two engine files is a CacheError."""
+    cache = ArtifactCache(tmp_path)
+    for count in (0, 2):
+        def write(folder, count=count):
+            (folder / tensorrt_build.BUILD_FACTS).write_text('{}')
+            for i in range(count):
+                (folder / f'm{i}_fp16.engine').write_bytes(b'x')
+        entry = cache.get_or_build(f'm{count}', 'tensorrt', {'n': count}, write,
+                                   files=(tensorrt_build.BUILD_FACTS,))
+        with pytest.raises(CacheError, match=f'lists {count} engine files, not one') as info:
+            tensorrt_build.engine_name(entry)
+        assert '\n' not in str(info.value)
 
 
 def test_fp16_sets_the_builder_flag(fake_trt, tiny_config):
@@ -625,15 +659,15 @@ def test_one_logger_for_every_runner(fake_trt, tiny_onnx, tmp_path):
     logs: dict[str, list[str]] = {'a': [], 'b': []}
     cache = ArtifactCache(tmp_path / 'cache')
 
-    def load(name):
-        manifest = _manifest(tiny_onnx, name, (64, 64))
+    def load(name, size):  # each size its own engine: both runners build
+        manifest = _manifest(tiny_onnx, name, size)
         return create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
                                           backend='tensorrt', cache=cache,
                                           log=logs[name].append))
 
-    load('a').unload()
+    load('a', (64, 64)).unload()
     gc.collect()  # a logger owned by runner 'a' would be freed here
-    runner = load('b')
+    runner = load('b', (96, 96))
     runner.unload()
     warning = 'TensorRT warning: fake build of images: no kernels are timed'
     assert logs['a'].count(warning) == 1 and logs['b'].count(warning) == 1
@@ -722,7 +756,7 @@ def test_timing_cache_is_kept_per_gpu_and_version(fake_trt, fake_gpu, tiny_confi
     path = folder / files[0]
     path.write_bytes(b'garbage')
     fake_gpu.state.gpus[0] = dict(GPU_A)
-    other = _manifest(tiny_config.weights, 'tiny2', (640, 640))  # a build, not a hit
+    other = _manifest(tiny_config.weights, 'tiny2', (608, 608))  # a build, not a hit
     create_runner(replace(tiny_config, manifest=other)).unload()
     assert any('does not fit this GPU or TensorRT version: starting empty' in line
                for line in log)
