@@ -228,7 +228,8 @@ class ArtifactChain:
         entry = self.tensorrt_engine(request.manifest, request.weights, request.precision,
                                      request.calibration_dir, trt=trt, rt=rt, gpu=request.gpu,
                                      u8_input=request.u8_input)
-        return EngineArtifact(entry, tb.engine_name(entry))
+        return EngineArtifact(entry, tb.engine_name(entry, request.manifest.name,
+                                                    request.precision))
 
     def _tensorrt_calibration(self, manifest: ModelManifest, folder: str
                               ) -> tuple[CalibrationSet, Preprocessor]:

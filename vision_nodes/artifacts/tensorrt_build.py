@@ -403,7 +403,8 @@ def ensure_engine(cache: ArtifactCache, model: str, fields: dict[str, Any],
 
     The entry holds the engine (``engine_file_name``), ``build.json`` (the build facts) and,
     for int8, TensorRT's calibration table ``calibration.cache`` for inspection. An entry of
-    the same key built for another model name is taken too (its engine: :func:`engine_name`).
+    the same key built for another model name is taken too when it holds one engine
+    (:func:`engine_name`); one that does not is passed over, and this name builds its own.
     """
     name = engine_file_name(model, fields['precision'])
 
@@ -415,13 +416,27 @@ def ensure_engine(cache: ArtifactCache, model: str, fields: dict[str, Any],
             (folder / 'calibration.cache').write_bytes(table)
         (folder / BUILD_FACTS).write_text(json.dumps(facts, indent=2))
 
-    return cache.get_or_build(model, 'tensorrt', fields, write, files=(name,),
-                              shared=(BUILD_FACTS,))
+    entry = cache.get_or_build(model, 'tensorrt', fields, write, files=(name,),
+                               shared=(BUILD_FACTS,))
+    if entry.path.name != cache.entry_dir(model, 'tensorrt', entry.key).name:
+        try:
+            engine_name(entry, model, fields['precision'])
+        except CacheError:  # not one engine in another name's entry: build this name's
+            entry = cache.get_or_build(model, 'tensorrt', fields, write, files=(name,))
+    return entry
 
 
-def engine_name(entry: CacheEntry) -> str:
-    """Return the name of the one engine file ``entry`` lists (its model's name is in it)."""
-    engines = [n for n in entry.names() if n.endswith(ENGINE_SUFFIX)]
+def engine_name(entry: CacheEntry, model: str, precision: str) -> str:
+    """Return the engine file's name in ``entry``: this model's, else the one engine listed.
+
+    An entry built for another model name (a manifest copied under a new name) holds that
+    name's engine; one listing no engine file, or several, is refused in one line.
+    """
+    names = entry.names()
+    own = engine_file_name(model, precision)
+    if own in names:
+        return own
+    engines = [n for n in names if n.endswith(ENGINE_SUFFIX)]
     if len(engines) != 1:
         raise CacheError(f'cache entry {entry.path.name} lists {len(engines)} engine files, '
                          'not one; delete it and configure again')

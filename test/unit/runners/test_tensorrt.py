@@ -321,19 +321,36 @@ def test_a_manifest_copy_loads_the_engine_its_first_name_built(fake_trt, tiny_co
         again.unload()
 
 
-def test_an_entry_without_exactly_one_engine_is_refused_in_one_line(tmp_path):
-    """engine_name reads the entry's listing: none or two engine files is a CacheError."""
+def test_another_names_entry_without_one_engine_is_passed_over(tmp_path):
+    """engine_name reads the entry's listing: this model's engine, else the one engine of
+    another name's entry; none or two is a one-line CacheError. ensure_engine passes such an
+    entry over and builds this name's own."""
     cache = ArtifactCache(tmp_path)
+    fields = {'precision': 'fp16', 'onnx_sha256': '0' * 64}
     for count in (0, 2):
         def write(folder, count=count):
             (folder / tensorrt_build.BUILD_FACTS).write_text('{}')
             for i in range(count):
                 (folder / f'm{i}_fp16.engine').write_bytes(b'x')
-        entry = cache.get_or_build(f'm{count}', 'tensorrt', {'n': count}, write,
+        entry = cache.get_or_build(f'm{count}', 'tensorrt', {**fields, 'n': count}, write,
                                    files=(tensorrt_build.BUILD_FACTS,))
         with pytest.raises(CacheError, match=f'lists {count} engine files, not one') as info:
-            tensorrt_build.engine_name(entry)
+            tensorrt_build.engine_name(entry, 'other', 'fp16')
         assert '\n' not in str(info.value)
+    assert tensorrt_build.engine_name(entry, 'm1', 'fp16') == 'm1_fp16.engine'
+    def no_engine(folder):
+        (folder / tensorrt_build.BUILD_FACTS).write_text('{}')
+    cache.get_or_build('first', 'tensorrt', fields, no_engine,
+                       files=(tensorrt_build.BUILD_FACTS,))  # the key ensure_engine looks up
+    builds = []
+
+    def build():
+        builds.append(1)
+        return b'engine', {'labels': None}
+    entry = tensorrt_build.ensure_engine(cache, 'copy', fields, build)
+    assert builds == [1] and entry.path.name.startswith('copy-tensorrt-')
+    assert tensorrt_build.engine_name(entry, 'copy', 'fp16') == 'copy_fp16.engine'
+    assert entry.read_verified('copy_fp16.engine') == b'engine'
 
 
 def test_fp16_sets_the_builder_flag(fake_trt, tiny_config):
