@@ -338,6 +338,7 @@ def test_another_names_entry_without_one_engine_is_passed_over(tmp_path):
             tensorrt_build.engine_name(entry, 'other', 'fp16')
         assert '\n' not in str(info.value)
     assert tensorrt_build.engine_name(entry, 'm1', 'fp16') == 'm1_fp16.engine'
+
     def no_engine(folder):
         (folder / tensorrt_build.BUILD_FACTS).write_text('{}')
     cache.get_or_build('first', 'tensorrt', fields, no_engine,
