@@ -166,31 +166,11 @@ class CacheEntry:
         """Path of one file inside the entry (for messages; load with :meth:`read_verified`)."""
         return self.path / name
 
-    def names(self) -> tuple[str, ...]:
-        """Return the names of the files ``entry.json`` lists (read as :meth:`read_verified`)."""
-        try:
-            dir_fd = _open_dir(self.path)
-        except OSError as exc:
-            raise CacheError(f'cache entry {self.path.name}: cannot open it '
-                             f'({clip(exc.strerror or exc)}); the next configure rebuilds it'
-                             ) from None
-        try:
-            return tuple(sorted(_recorded_files(dir_fd)))
-        except CacheError as exc:
-            raise CacheError(f'cache entry {self.path.name}: {exc}; the next configure '
-                             'rebuilds it') from None
-        except OSError as exc:
-            raise CacheError(f'cache entry {self.path.name}: cannot read {ENTRY_FILE} '
-                             f'({clip(exc.strerror or exc)})') from None
-        finally:
-            os.close(dir_fd)
+    @contextlib.contextmanager
+    def _opened(self, reading: str) -> Iterator[tuple[int, dict[str, tuple[int, str]]]]:
+        """Yield the entry's folder fd and its ``entry.json`` listing; one-line errors.
 
-    def read_verified(self, name: str) -> bytes:
-        """Return the content of one file of the entry, checked against its recorded SHA-256.
-
-        Runners load artifacts from these bytes, not from the path, so what runs is exactly
-        what was checked (a file swapped or corrupted after the check is never loaded). The
-        file must be a regular file inside the entry, no larger than ``entry.json`` says.
+        ``reading``: what the block reads, named if the system refuses it.
         """
         try:
             dir_fd = _open_dir(self.path)
@@ -199,19 +179,33 @@ class CacheEntry:
                              f'({clip(exc.strerror or exc)}); the next configure rebuilds it'
                              ) from None
         try:
-            recorded = _recorded_files(dir_fd)
-            if name not in recorded:
-                raise CacheError(f'{ENTRY_FILE} does not list {show(name)}')
-            size, digest = recorded[name]
-            data = _read_member(dir_fd, name, size)
+            yield dir_fd, _recorded_files(dir_fd)
         except CacheError as exc:
             raise CacheError(f'cache entry {self.path.name}: {exc}; the next configure '
                              'rebuilds it') from None
         except OSError as exc:
-            raise CacheError(f'cache entry {self.path.name}: cannot read {name} '
+            raise CacheError(f'cache entry {self.path.name}: cannot read {reading} '
                              f'({clip(exc.strerror or exc)})') from None
         finally:
             os.close(dir_fd)
+
+    def names(self) -> tuple[str, ...]:
+        """Return the names of the files ``entry.json`` lists (read as :meth:`read_verified`)."""
+        with self._opened(ENTRY_FILE) as (_, recorded):
+            return tuple(sorted(recorded))
+
+    def read_verified(self, name: str) -> bytes:
+        """Return the content of one file of the entry, checked against its recorded SHA-256.
+
+        Runners load artifacts from these bytes, not from the path, so what runs is exactly
+        what was checked (a file swapped or corrupted after the check is never loaded). The
+        file must be a regular file inside the entry, no larger than ``entry.json`` says.
+        """
+        with self._opened(name) as (dir_fd, recorded):
+            if name not in recorded:
+                raise CacheError(f'{ENTRY_FILE} does not list {show(name)}')
+            size, digest = recorded[name]
+            data = _read_member(dir_fd, name, size)
         if hashlib.sha256(data).hexdigest() != digest:
             raise CacheError(f'cache entry {self.path.name}: {name} does not match the hash '
                              'recorded when it was built (corrupted or edited); the next '
