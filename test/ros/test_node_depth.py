@@ -101,9 +101,9 @@ def test_metric_depth_on_depth_with_colour_and_camera_info(
         republished = infos.get(5.0, lambda m: m.header == bus_msg.header)
         deadline = time.monotonic() + 60.0
         while republished is None and time.monotonic() < deadline:
-            # The first frames can beat camera_info to the node (its pairing was discovered up
-            # to 12 s late on a busy machine), and camera_info is taken best effort: go on as
-            # a camera does, a new frame and its camera_info each time.
+            # The first frames can beat camera_info to the node (it came up to 12 s late on a
+            # busy machine), and camera_info is taken best effort: go on as a camera does, a
+            # new frame and its camera_info each time.
             bus_msg.header.stamp.sec += 1
             info_pub.publish(info)
             images.publish(bus_msg)

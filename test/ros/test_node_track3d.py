@@ -247,8 +247,8 @@ def test_3d_without_intrinsics_says_why_once(model_dir, engine_cache_dir, bus_bg
         height, width = bus_bgr.shape[:2]
         zero = _camera_info(width, height, [0.0] * 9)
         # Frames (each after a camera_info) go on until the node has heard one camera_info
-        # and seen our detections_3d subscription: discovery of the best-effort camera_info
-        # pairing took up to 12 s on a busy machine, longer than three frames.
+        # and seen our detections_3d subscription: on a busy machine the first camera_info
+        # reached the node up to 12 s late, after more than three frames.
         sec, deadline = 20, time.monotonic() + 90.0
         while 'K all zero' not in h.node.output() and time.monotonic() < deadline:
             assert _exchange(images, dets, _image(bus_bgr, sec), [(infos, zero)]) is not None
