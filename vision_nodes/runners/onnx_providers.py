@@ -30,6 +30,7 @@ tested without creating sessions.
 from __future__ import annotations
 
 import ctypes
+import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -248,14 +249,25 @@ def provider_cache_dir(cache: ArtifactCache, provider: str, model: str,
                        fields: dict[str, Any]) -> Path:
     """Folder inside ``engine_cache_dir`` where ``provider`` keeps its own compiled cache.
 
-    One folder per model and key (the ONNX's hash, precision, ONNX Runtime version, GPU), so
-    a provider never finds an engine built from another graph, precision or GPU. The provider
-    manages the files in it (and checks its own compatibility); the folder is created here.
+    One folder per key (the ONNX's hash, precision, ONNX Runtime version, GPU), so a provider
+    never finds an engine built from another graph, precision or GPU; named after the model
+    that made it, and taken as it is by a manifest copied under another name (the same
+    graph). The provider manages the files in it (and checks its own compatibility); the
+    folder is created here.
     """
-    folder = cache.root / f'onnxruntime-{short_name(provider)}' / \
-        f"{cache.entry_dir(model, 'ep', cache_key(fields)).name}"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    root = cache.root / f'onnxruntime-{short_name(provider)}'
+    own = root / cache.entry_dir(model, 'ep', cache_key(fields)).name
+    if not own.is_dir():
+        suffix = own.name[own.name.rindex('-ep-'):]
+        try:
+            others = sorted(e.name for e in os.scandir(root) if e.name.endswith(suffix)
+                            and e.is_dir(follow_symlinks=False))
+        except OSError:
+            others = []
+        if others:
+            return root / others[0]
+    own.mkdir(parents=True, exist_ok=True)
+    return own
 
 
 def tensorrt_library_version() -> str | None:

@@ -196,6 +196,20 @@ def test_tensorrt_provider_options(tmp_path):
                 other['trt_engine_cache_path']}) == 3
 
 
+def test_a_manifest_copy_shares_the_providers_cache_folder(tmp_path):
+    """The provider's own cache folder is found by key: a manifest copied under another name
+    (the same graph and options) gets the folder the first name made; other options do not."""
+    cache = ArtifactCache(tmp_path)
+    opts = dict(cache=cache, onnx_sha256='c' * 64, ort_version='1.31.1', device='gpu')
+    first = provider_options(OPENVINO, model='yolov8n', precision='fp32', **opts)['cache_dir']
+    assert Path(first).name.startswith('yolov8n-ep-') and Path(first).is_dir()
+    copy = provider_options(OPENVINO, model='yolov8n_strict', precision='fp32', **opts)
+    assert copy['cache_dir'] == first
+    other = provider_options(OPENVINO, model='yolov8n_strict', precision='fp16', **opts)
+    assert Path(other['cache_dir']).name.startswith('yolov8n_strict-ep-')
+    assert other['cache_dir'] != first and Path(other['cache_dir']).is_dir()
+
+
 def test_device_and_openvino_options(tmp_path):
     """device → device_id for GPU providers, device_type for OpenVINO; mismatches refused."""
     cache = ArtifactCache(tmp_path)
