@@ -217,6 +217,22 @@ def _safe(name: str) -> str:
     return ''.join(c if c.isalnum() or c in '-_.' else '_' for c in name[:64]) or 'model'
 
 
+def entries_alike(entry: Path, kind: str) -> list[Path]:
+    """Return the folders beside ``entry`` of its kind and key made under other model names.
+
+    ``entry`` is a ``<model>-<kind>-<key>`` folder; the others, by name, hold the same
+    artifact, the key being the content.
+    """
+    suffix = f"-{_safe(kind)}-{entry.name.rsplit('-', 1)[-1]}"
+    try:
+        names = [e.name for e in os.scandir(entry.parent) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    return [entry.parent / name for name in sorted(names)
+            if name.endswith(suffix) and name != entry.name and len(name) > len(suffix)
+            and not name.startswith('.')]
+
+
 def _discard(path: Path) -> None:
     """Delete a folder, file or link at ``path`` (never what a link points to)."""
     try:
@@ -368,21 +384,10 @@ class ArtifactCache:
         key, entry = self._locate(model, kind, fields)
         if os.path.lexists(entry) and self.validate(entry, files):
             return CacheEntry(entry, key, hit=True)
-        for other in self._same_key(kind, key, entry.name):
+        for other in entries_alike(entry, kind):
             if self.validate(other, files if shared is None else shared):
                 return CacheEntry(other, key, hit=True)
         return None
-
-    def _same_key(self, kind: str, key: str, own: str) -> list[Path]:
-        """Entries of ``kind`` and ``key`` under other model names, by name."""
-        suffix = f'-{_safe(kind)}-{key}'
-        try:
-            names = [e.name for e in os.scandir(self.root)]
-        except OSError:
-            return []
-        return [self.root / name for name in sorted(names)
-                if name.endswith(suffix) and name != own and len(name) > len(suffix)
-                and not name.startswith('.')]
 
     def get_or_build(self, model: str, kind: str, fields: dict[str, Any],
                      build: Callable[[Path], None], files: tuple[str, ...],

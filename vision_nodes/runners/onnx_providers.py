@@ -30,11 +30,10 @@ tested without creating sessions.
 from __future__ import annotations
 
 import ctypes
-import os
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..artifacts.cache import ArtifactCache, cache_key
+from ..artifacts.cache import ArtifactCache, cache_key, entries_alike
 from ..artifacts.types import workspace_bytes
 from ..platform import cuda
 from ..platform.devices import Device, DeviceError, openvino_device, require_device
@@ -255,17 +254,11 @@ def provider_cache_dir(cache: ArtifactCache, provider: str, model: str,
     graph). The provider manages the files in it (and checks its own compatibility); the
     folder is created here.
     """
-    root = cache.root / f'onnxruntime-{short_name(provider)}'
-    own = root / cache.entry_dir(model, 'ep', cache_key(fields)).name
-    if not own.is_dir():
-        suffix = own.name[own.name.rindex('-ep-'):]
-        try:
-            others = sorted(e.name for e in os.scandir(root) if e.name.endswith(suffix)
-                            and e.is_dir(follow_symlinks=False))
-        except OSError:
-            others = []
-        if others:
-            return root / others[0]
+    own = cache.root / f'onnxruntime-{short_name(provider)}' / \
+        cache.entry_dir(model, 'ep', cache_key(fields)).name
+    others = [] if own.is_dir() else entries_alike(own, 'ep')
+    if others:
+        return others[0]
     own.mkdir(parents=True, exist_ok=True)
     return own
 
