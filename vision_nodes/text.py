@@ -3,11 +3,13 @@
 Strings from messages (encodings, frame ids), files (manifest names, paths, values) and
 exceptions that quote them can be arbitrarily long, or hold newlines and terminal escape
 sequences that forge log lines. Everything such a string passes through on its way to a log
-goes through :func:`clip` first; values quoted in an error message go through :func:`show`.
+goes through :func:`clip` first; values quoted in an error message go through :func:`show`
+(paths through :func:`show_path`, which keeps their end).
 """
 
 from __future__ import annotations
 
+import os
 import reprlib
 
 #: Default longest piece of untrusted text a log line carries.
@@ -67,3 +69,18 @@ def show(value: object, limit: int = 80) -> str:
     if isinstance(value, str):
         return f"'{clip(value, limit)}'"
     return clip(value, limit)
+
+
+def show_path(path: object, limit: int = DEFAULT_LIMIT) -> str:
+    """Quote a path for an error message; a long one loses its middle, never its file name.
+
+    ``'/very/long/…(+120 chars)…/folder/params.yaml'``: the start says where, the end what.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        return show(path, limit)
+    text = str(path)
+    if len(text) <= limit:
+        return show(text, limit)
+    keep = max(limit // 2, 1)
+    return (f"'{clip(text[:keep], keep)}…(+{len(text) - 2 * keep} chars)…"
+            f"{clip(text[-keep:], keep)}'")

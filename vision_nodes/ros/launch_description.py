@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from ..text import show
+from ..text import show_path
 from .params import SPECS
 from .startup import StartupError, check_params_file
 
@@ -182,7 +182,7 @@ def node_parameters(default_model: str, params_file: str, arguments: dict[str, s
         try:
             check_params_file(params_file)  # the node's own check, before it is started
         except StartupError as exc:
-            raise RuntimeError(f'params_file {show(params_file)}: {exc.problem}; {exc.rule}'
+            raise RuntimeError(f'params_file {show_path(params_file)}: {exc.problem}; {exc.rule}'
                                ) from None
         entries.append(params_file)
         for name in _names_set_in(params_file, node):
