@@ -333,12 +333,16 @@ def test_configure_cleanup_cycles_free_model_memory(model_dir, engine_cache_dir)
             cleaned.append(_rss_mb(pid))
         # The session and its buffers (~55 MB for YOLOv8n) go back to the OS at each cleanup...
         freed = sorted(up - down for up, down in zip(configured, cleaned))
-        assert freed[len(freed) // 2] > 30.0, (configured, cleaned)
-        # ...and nothing accumulates from one cycle to the next: a kept session would add
-        # ~55 MB a cycle (~275 MB over these cycles). What remains is the heap's drift (glibc
-        # arenas of the fresh transition threads, ONNX Runtime's pools): seen up to ~30 MB
-        # over six cycles, in steps, with or without a cap on glibc's arenas.
-        assert cleaned[-1] - min(cleaned) < 45.0 and configured[-1] - configured[1] < 45.0, \
+        session = freed[len(freed) // 2]
+        assert session > 30.0, (configured, cleaned)
+        # ...and nothing accumulates from one cycle to the next: a kept session would add one
+        # session a cycle (~5 sessions, ~275 MB, over these cycles). What remains is the
+        # heap's drift (glibc arenas of the fresh transition threads, ONNX Runtime's pools):
+        # seen up to ~30 MB over six cycles, in steps, with or without a cap on glibc's
+        # arenas, and up to ~48 MB while another test process loaded the machine. Less than
+        # two sessions' worth tells the drift from a leak.
+        bound = 2 * session
+        assert cleaned[-1] - min(cleaned) < bound and configured[-1] - configured[1] < bound, \
             (configured, cleaned)
     finally:
         h.close()
