@@ -39,7 +39,7 @@ extras = {
     'torch': RUNTIME + ['torch>=2.1', 'torchvision', 'ultralytics>=8.3', 'onnx>=1.15',
                         'onnxslim>=0.1.30', 'onnxruntime>=1.17', 'transformers>=4.45',
                         'lap>=0.5'],
-    'test': ['pytest<9', 'flake8', 'pydocstyle'],
+    'test': ['pytest<9', 'pytest-xdist', 'flake8', 'pydocstyle'],
 }
 
 setup(

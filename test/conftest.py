@@ -18,8 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / 'test'))
 
 # Each test session gets its own DDS domain and stays on this machine, so parallel sessions
-# (or other ROS processes) never see each other's topics.
-os.environ.setdefault('ROS_DOMAIN_ID', str(random.Random(os.getpid()).randint(1, 100)))
+# (or other ROS processes) never see each other's topics. Under pytest-xdist each worker
+# (gw0, gw1, ...) inherits the session's domain from the controller and takes the next ones,
+# so the workers' nodes never hear each other either.
+os.environ.setdefault('ROS_DOMAIN_ID', str(random.Random(os.getpid()).randint(1, 80)))
+_WORKER = os.environ.get('PYTEST_XDIST_WORKER', '')
+if _WORKER.startswith('gw') and _WORKER[2:].isdigit():
+    os.environ['ROS_DOMAIN_ID'] = str(
+        (int(os.environ['ROS_DOMAIN_ID']) + 1 + int(_WORKER[2:])) % 101)
 os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
 os.environ.setdefault('YOLO_OFFLINE', '1')
 os.environ.setdefault('YOLO_AUTOINSTALL', 'False')
