@@ -139,9 +139,11 @@ def test_stamp_latency():
 def test_host_rss_follows_memory_use():
     before = host_rss_bytes()
     assert before is not None and before > 10 << 20
-    block = np.ones(64 << 20, np.uint8)  # touched: resident
+    # Touched, so resident. Large against what other threads of this process (a runtime's
+    # pool, a test before this one) may free meanwhile: about 20 MB was seen.
+    block = np.ones(256 << 20, np.uint8)
     after = host_rss_bytes()
-    assert after - before > 48 << 20
+    assert after - before > 160 << 20, (before, after)
     del block
 
 
