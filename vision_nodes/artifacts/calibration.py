@@ -30,7 +30,7 @@ from ..image_codecs import read_header
 from ..files import read_regular
 from ..images import ImageConversionError
 from ..limits import MAX_CALIBRATION_FILES, MAX_CALIBRATION_IMAGES, MAX_IMAGE_BYTES
-from ..text import clip
+from ..text import clip, show_path
 
 #: File names taken for calibration images (others, such as notes, are not looked at).
 #: Only JPEG and PNG are decoded: other images are skipped, with the reason.
@@ -102,13 +102,13 @@ def _candidates(folder: Path) -> list[Path]:
             for count, entry in enumerate(entries, 1):
                 if count > MAX_CALIBRATION_FILES:
                     raise CalibrationError(
-                        f"calibration_dir '{clip(folder)}' holds more than "
+                        f"calibration_dir {show_path(folder)} holds more than "
                         f'{MAX_CALIBRATION_FILES} files: give it a folder of typical frames '
                         f'(at most {MAX_CALIBRATION_IMAGES} are used)')
                 if os.path.splitext(entry.name)[1].lower() in IMAGE_SUFFIXES:
                     names.append(entry.name)
     except OSError as exc:
-        raise CalibrationError(f"calibration_dir '{clip(folder)}' cannot be listed: "
+        raise CalibrationError(f"calibration_dir {show_path(folder)} cannot be listed: "
                                f'{clip(exc.strerror or exc)}') from None
     return [folder / name for name in sorted(names)]
 
@@ -135,10 +135,10 @@ def calibration_set(folder: str | Path, limit: int = MAX_CALIBRATION_IMAGES,
                                'parameter or manifest field) to a folder of typical frames')
     path = Path(folder).expanduser()
     if not path.is_dir():
-        raise CalibrationError(f"calibration_dir '{clip(path)}' is not a folder")
+        raise CalibrationError(f"calibration_dir {show_path(path)} is not a folder")
     chosen = _candidates(path)
     if not chosen:
-        raise CalibrationError(f"calibration_dir '{clip(path)}' holds no images "
+        raise CalibrationError(f"calibration_dir {show_path(path)} holds no images "
                                f"({', '.join(IMAGE_SUFFIXES)})")
     if len(chosen) > limit:
         step = len(chosen) / limit
@@ -155,10 +155,10 @@ def calibration_set(folder: str | Path, limit: int = MAX_CALIBRATION_IMAGES,
         digest.update(hashlib.sha256(data).digest())
         images.append(image)
     if not images:
-        raise CalibrationError(f"calibration_dir '{clip(path)}' holds no usable image: all "
+        raise CalibrationError(f"calibration_dir {show_path(path)} holds no usable image: all "
                                f'{len(chosen)} were skipped (first: {clip(skipped[0], 300)})')
     if skipped and log is not None:
-        log(f"warning: calibration_dir '{clip(path)}': skipped {len(skipped)} of "
+        log(f"warning: calibration_dir {show_path(path)}: skipped {len(skipped)} of "
             f'{len(chosen)} image files, which are not used (first: {clip(skipped[0], 300)})')
     return CalibrationSet(path, tuple(images), digest.hexdigest(), len(skipped))
 
@@ -170,6 +170,6 @@ def calibration_image(path: Path) -> np.ndarray:
     data = read_calibration_image(path)
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     if image is None:
-        raise CalibrationError(f"calibration image '{clip(path)}' cannot be decoded: remove "
+        raise CalibrationError(f"calibration image {show_path(path)} cannot be decoded: remove "
                                'it from calibration_dir')
     return image

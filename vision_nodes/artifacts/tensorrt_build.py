@@ -54,7 +54,7 @@ from .types import (BUILD_FACTS, ENGINE_SUFFIX, Profile, engine_file_name,  # no
                     nhwc_profile, rect_profile, static_profile, workspace_bytes)
 from ..limits import MAX_TENSORRT_TIMING_CACHE_BYTES
 from ..platform.cuda import GpuInfo
-from ..text import clip
+from ..text import clip, show_path
 
 #: Bump whenever the built engine would change for the same key fields.
 ENGINE_STEP_VERSION = 2
@@ -155,7 +155,7 @@ def external_data_sha256(onnx_bytes: bytes, folder: Path | None) -> str | None:
             raise EngineBuildError(f"the ONNX model's external data '{clip(name)}' lies "
                                    'outside its folder: refused')
         if not path.is_file():
-            raise EngineBuildError(f"the ONNX model's external data file '{clip(path)}' is "
+            raise EngineBuildError(f"the ONNX model's external data file {show_path(path)} is "
                                    'missing: keep it beside the .onnx')
         digest.update(name.encode() + b'\0' + file_sha256(path).encode() + b'\n')
     return digest.hexdigest()
@@ -262,11 +262,11 @@ def _attach_timing_cache(config: Any, path: Path | None, log: Log) -> Any:
                 raise OSError(f'larger than {MAX_TENSORRT_TIMING_CACHE_BYTES} bytes')
             data = path.read_bytes()
         except OSError as exc:
-            log(f"TensorRT timing cache '{clip(path)}' not used ({clip(exc)}): starting empty")
+            log(f"TensorRT timing cache {show_path(path)} not used ({clip(exc)}): starting empty")
     timing = config.create_timing_cache(data)
     if timing is None or not config.set_timing_cache(timing, False):
         if data:
-            log(f"TensorRT timing cache '{clip(path)}' does not fit this GPU or TensorRT "
+            log(f"TensorRT timing cache {show_path(path)} does not fit this GPU or TensorRT "
                 'version: starting empty')
         timing = config.create_timing_cache(b'')
         if timing is not None:
@@ -283,7 +283,7 @@ def _save_timing_cache(timing: Any, path: Path, log: Log) -> None:
         tmp.write_bytes(data)
         os.replace(tmp, path)
     except Exception as exc:  # noqa: BLE001 - the engine is built; the cache is a speed-up
-        log(f"TensorRT timing cache not saved to '{clip(path)}': {clip(exc)}")
+        log(f"TensorRT timing cache not saved to {show_path(path)}: {clip(exc)}")
 
 
 def _configure(trt: ModuleType, config: Any, precision: str, strongly_typed: bool,

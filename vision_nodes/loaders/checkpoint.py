@@ -25,7 +25,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple
 
-from ..text import clip
+from ..text import clip, show_path
 from .common import ModelLoadError, read_weights
 
 #: ``safe_globals`` changes one process-wide set: loads take turns so that one load's exit
@@ -119,7 +119,7 @@ def _detail(exc: BaseException) -> str:
 
 def _refusal(path: Path, name: str) -> ModelLoadError:
     return ModelLoadError(
-        f"'{clip(path)}' refused: it names `{clip(name, 80)}`, which is not among the classes "
+        f"{show_path(path)} refused: it names `{clip(name, 80)}`, which is not among the classes "
         'a checkpoint of this architecture contains; unpickling it could run code. Load only '
         'checkpoints you trust, or give the manifest an exported .onnx instead')
 
@@ -150,7 +150,7 @@ def load_checkpoint(path: Path, allowed: Allowlist) -> Any:
         needed = serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001 - not a torch.save archive, or a broken one
         raise ModelLoadError(
-            f"'{clip(path)}' is not a PyTorch checkpoint (a torch.save zip archive): "
+            f"{show_path(path)} is not a PyTorch checkpoint (a torch.save zip archive): "
             f'{_detail(exc)}; check the `weights` path') from None
     refused = [name for name in needed if name not in allowed]
     if refused:
@@ -164,10 +164,10 @@ def load_checkpoint(path: Path, allowed: Allowlist) -> Any:
             match = _REFUSED.search(str(exc))
             if match and match.group(1) not in allowed:
                 raise _refusal(path, match.group(1)) from None
-            raise ModelLoadError(f"'{clip(path)}' cannot be unpickled safely "
+            raise ModelLoadError(f"{show_path(path)} cannot be unpickled safely "
                                  f'({_detail(exc)}): check the `weights` path') from None
         except Exception as exc:  # noqa: BLE001 - torch raises many types for bad files
-            raise ModelLoadError(f"'{clip(path)}' is not a readable PyTorch checkpoint "
+            raise ModelLoadError(f"{show_path(path)} is not a readable PyTorch checkpoint "
                                  f'(torch.load: {type(exc).__name__}: {_detail(exc)}): check '
                                  'the `weights` path') from None
     restore_classes(loaded)

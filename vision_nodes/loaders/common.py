@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..files import check_regular, read_regular
 from ..limits import MAX_WEIGHTS_BYTES
-from ..text import clip
+from ..text import clip, show_path
 
 #: Environment settings that keep the model libraries off the network, whatever the user's
 #: environment says: the Hugging Face Hub (transformers) and Ultralytics (no downloads, no
@@ -45,7 +45,7 @@ def check_weights(path: Path) -> Path:
         found = False
     if not found:
         raise ModelLoadError(
-            f"weights file '{clip(path)}' not found (set the `model_dir` parameter or "
+            f"weights file {show_path(path)} not found (set the `model_dir` parameter or "
             'VISION_NODES_MODEL_DIR, or give an absolute `weights` path in the manifest)')
     check_regular(path, MAX_WEIGHTS_BYTES, 'weights file', ModelLoadError)
     return path

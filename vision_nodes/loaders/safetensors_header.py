@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from ..limits import MAX_MODEL_METADATA_BYTES
-from ..text import clip, show
+from ..text import clip, show, show_path
 from .common import ModelLoadError
 
 #: Bytes per element of each safetensors dtype.
@@ -28,7 +28,7 @@ _MAX_RANK = 8
 def _shape(path: Path, name: str, entry: object, data_bytes: int) -> tuple[int, ...]:
     """Check one header entry against its dtype and the file; return its shape."""
     def bad(problem: str) -> ModelLoadError:
-        return ModelLoadError(f"'{clip(path)}': tensor {show(name)} in the header {problem}: "
+        return ModelLoadError(f"{show_path(path)}: tensor {show(name)} in the header {problem}: "
                               'the file is not a valid safetensors file')
 
     if not isinstance(entry, dict):
@@ -56,19 +56,19 @@ def read_tensor_shapes(fd: int, size: int, path: Path) -> dict[str, tuple[int, .
     """
     length = int.from_bytes(os.pread(fd, 8, 0), 'little') if size >= 8 else -1
     if not 2 <= length <= size - 8:
-        raise ModelLoadError(f"'{clip(path)}' is not a safetensors file (no header): save the "
+        raise ModelLoadError(f"{show_path(path)} is not a safetensors file (no header): save the "
                              'model with save_pretrained(..., safe_serialization=True)')
     if length > MAX_MODEL_METADATA_BYTES:
-        raise ModelLoadError(f"'{clip(path)}': its safetensors header is {length} bytes; at "
+        raise ModelLoadError(f"{show_path(path)}: its safetensors header is {length} bytes; at "
                              f'most {MAX_MODEL_METADATA_BYTES} are accepted')
     raw = os.pread(fd, length, 8)
     try:
         header = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise ModelLoadError(f"'{clip(path)}': its safetensors header is not valid JSON "
+        raise ModelLoadError(f"{show_path(path)}: its safetensors header is not valid JSON "
                              f'({clip(exc, 80)})') from None
     if not isinstance(header, dict):
-        raise ModelLoadError(f"'{clip(path)}': its safetensors header is not a JSON object")
+        raise ModelLoadError(f"{show_path(path)}: its safetensors header is not a JSON object")
     data_bytes = size - 8 - length
     return {name: _shape(path, name, entry, data_bytes)
             for name, entry in header.items() if name != '__metadata__'}

@@ -25,7 +25,7 @@ from ..images import U8_INPUT_ORDER as TENSOR_ORDER
 from ..loaders import read_weights
 from ..platform.cpu import cpu_info
 from ..platform.devices import DEVICE_KINDS
-from ..text import clip
+from ..text import clip, show_path
 from .base import Runner, RunnerConfig, RunnerError
 from .onnx_providers import (AUTO_ORDER, CPU, CPU_FALLBACK_REFUSED, EXECUTION_PROVIDERS,
                              NO_CPU_FALLBACK, TENSORRT, check_device, check_precision,
@@ -121,12 +121,12 @@ class OnnxRunner(Runner):
             break
         else:
             raise RunnerError('execution_provider auto found no provider that loads '
-                              f"'{clip(self.model_path)}': " + '; '.join(failures))
+                              f"{show_path(self.model_path)}: " + '; '.join(failures))
         inputs = self._session.get_inputs()
         dtype = 'tensor(uint8)' if self._u8_session else 'tensor(float)'
         if len(inputs) != 1 or inputs[0].type != dtype:
             found = ', '.join(f'{clip(i.name, 40)} {clip(i.type, 40)}' for i in inputs[:4])
-            raise RunnerError(f"'{clip(self.model_path)}' takes inputs ({found}); a vision "
+            raise RunnerError(f"{show_path(self.model_path)} takes inputs ({found}); a vision "
                               'model here takes one float32 image tensor: export it so')
         self._input_name = inputs[0].name
         self.output_names = [o.name for o in self._session.get_outputs()]
@@ -139,7 +139,7 @@ class OnnxRunner(Runner):
         try:
             self.labels = labels_from_metadata(meta)
         except Exception as exc:  # noqa: BLE001 - metadata is untrusted text
-            raise RunnerError(f"'{clip(self.model_path)}': its class names (metadata) cannot "
+            raise RunnerError(f"{show_path(self.model_path)}: its class names (metadata) cannot "
                               f"be read ({type(exc).__name__}): list `labels` in the manifest"
                               ) from None
 
@@ -270,7 +270,7 @@ class OnnxRunner(Runner):
                 model, sess_options=self._session_options(ort, strict, provider),
                 providers=providers, provider_options=all_options)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-            raise RunnerError(f"ONNX Runtime cannot load '{clip(self.model_path)}' on "
+            raise RunnerError(f"ONNX Runtime cannot load {show_path(self.model_path)} on "
                               f'{provider}: {clip(exc, 600)}') from exc
 
     def infer(self, tensor: np.ndarray) -> list[np.ndarray]:
