@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any, Callable
 
-from .text import clip
+from .text import clip, clip_path
 
 _FLAGS = (os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_NOCTTY', 0)
           | getattr(os, 'O_CLOEXEC', 0))
@@ -43,10 +43,10 @@ def _kind(mode: int) -> str:
 def _check(path: Path, info: os.stat_result, max_bytes: int, what: str,
            error: ErrorFactory) -> None:
     if not stat.S_ISREG(info.st_mode):
-        raise error(f'{clip(path)}: {what} must be a regular file; this is '
+        raise error(f'{clip_path(path)}: {what} must be a regular file; this is '
                     f'{_kind(info.st_mode)}')
     if info.st_size > max_bytes:
-        raise error(f'{clip(path)}: {what} is {info.st_size} bytes; at most {max_bytes} '
+        raise error(f'{clip_path(path)}: {what} is {info.st_size} bytes; at most {max_bytes} '
                     'are accepted')
 
 
@@ -56,7 +56,7 @@ def _call(path: Path, what: str, error: ErrorFactory, call: Callable) -> Any:
         return call(path)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, 'strerror', None) or exc
-        raise error(f'{clip(path)}: cannot read {what}: {clip(reason)}') from None
+        raise error(f'{clip_path(path)}: cannot read {what}: {clip(reason)}') from None
 
 
 def check_regular(path: str | os.PathLike, max_bytes: int, what: str = 'file',
@@ -102,12 +102,12 @@ def read_regular(path: str | os.PathLike, max_bytes: int, what: str = 'file',
         with os.fdopen(fd, 'rb', closefd=False) as fh:
             data = fh.read(max_bytes + 1)
     except OSError as exc:
-        raise error(f'{clip(path)}: cannot read {what}: '
+        raise error(f'{clip_path(path)}: cannot read {what}: '
                     f'{clip(exc.strerror or exc)}') from None
     finally:
         os.close(fd)
     if len(data) > max_bytes:
-        raise error(f'{clip(path)}: {what} grew past {max_bytes} bytes while being read')
+        raise error(f'{clip_path(path)}: {what} grew past {max_bytes} bytes while being read')
     return data
 
 

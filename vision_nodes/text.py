@@ -4,7 +4,7 @@ Strings from messages (encodings, frame ids), files (manifest names, paths, valu
 exceptions that quote them can be arbitrarily long, or hold newlines and terminal escape
 sequences that forge log lines. Everything such a string passes through on its way to a log
 goes through :func:`clip` first; values quoted in an error message go through :func:`show`
-(paths through :func:`show_path`, which keeps their end).
+(paths through :func:`clip_path` and :func:`show_path`, which keep their end).
 """
 
 from __future__ import annotations
@@ -71,16 +71,24 @@ def show(value: object, limit: int = 80) -> str:
     return clip(value, limit)
 
 
-def show_path(path: object, limit: int = DEFAULT_LIMIT) -> str:
-    """Quote a path for an error message; a long one loses its middle, never its file name.
+def clip_path(path: object, limit: int = DEFAULT_LIMIT) -> str:
+    """Return a path cut to ``limit`` characters in its middle, never at its file name.
 
-    ``'/very/long/…(+120 chars)…/folder/params.yaml'``: the start says where, the end what.
+    ``/very/long/…(+120 chars)…/folder/params.yaml``: the start says where, the end what.
+    Anything that is not a path (``str`` or ``os.PathLike``) is clipped as :func:`clip` does.
     """
     if not isinstance(path, (str, os.PathLike)):
-        return show(path, limit)
+        return clip(path, limit)
     text = str(path)
     if len(text) <= limit:
-        return show(text, limit)
+        return clip(text, limit)
     keep = max(limit // 2, 1)
-    return (f"'{clip(text[:keep], keep)}…(+{len(text) - 2 * keep} chars)…"
-            f"{clip(text[-keep:], keep)}'")
+    return (f'{clip(text[:keep], keep)}…(+{len(text) - 2 * keep} chars)…'
+            f'{clip(text[-keep:], keep)}')
+
+
+def show_path(path: object, limit: int = DEFAULT_LIMIT) -> str:
+    """Quote a path for an error message as :func:`clip_path` cuts it (the file name kept)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return show(path, limit)
+    return f"'{clip_path(path, limit)}'"

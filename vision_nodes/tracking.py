@@ -24,7 +24,7 @@ import numpy as np
 
 from .files import read_regular
 from .limits import MAX_TRACKER_CONFIG_BYTES
-from .text import clip
+from .text import clip, clip_path
 
 #: Values of the ``tracker`` parameter ('none' turns tracking off).
 TRACKERS = ('none', 'bytetrack', 'botsort')
@@ -54,14 +54,14 @@ def _read_yaml(path: Path, error: Callable[[str], Exception]) -> dict[str, Any]:
     try:
         data = safe_yaml(text.decode('utf-8'))
     except (ValueError, UnicodeDecodeError) as exc:
-        raise error(f'{clip(path)}: tracker configuration: {clip(exc)}') from None
+        raise error(f'{clip_path(path)}: tracker configuration: {clip(exc)}') from None
     except Exception as exc:  # noqa: BLE001 - yaml.YAMLError, described in one line
-        raise error(f'{clip(path)}: tracker configuration is not valid YAML: '
+        raise error(f'{clip_path(path)}: tracker configuration is not valid YAML: '
                     f'{yaml_problem(exc)}') from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise error(f'{clip(path)}: tracker configuration must be a mapping of settings '
+        raise error(f'{clip_path(path)}: tracker configuration must be a mapping of settings '
                     '(as ultralytics/cfg/trackers/bytetrack.yaml)')
     return data
 

@@ -30,7 +30,7 @@ from ..loaders import ModelLoadError, check_weights, read_weights
 from ..files import read_regular
 from ..limits import MAX_MODEL_METADATA_BYTES
 from ..manifest import ModelManifest, safe_yaml
-from ..text import clip
+from ..text import clip, show_path
 
 #: Bump whenever the IR would change for the same parent and OpenVINO version.
 CONVERTER_VERSION = 1
@@ -158,7 +158,7 @@ def _metadata_labels(path: Path) -> list[str] | None:
     try:
         names = (safe_yaml(raw.decode('utf-8-sig')) or {}).get('names')
     except (ValueError, yaml.YAMLError, AttributeError, RecursionError) as exc:
-        raise ModelLoadError(f"cannot read class names from '{clip(str(path))}': "
+        raise ModelLoadError(f"cannot read class names from {show_path(path)}: "
                              f'{clip(str(exc))}') from None
     if isinstance(names, dict):
         return [str(names[k]) for k in sorted(names)]

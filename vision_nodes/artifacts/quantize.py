@@ -30,7 +30,7 @@ from .cache import CacheEntry, ArtifactCache
 from .calibration import CalibrationError, CalibrationSet, Preprocessor
 from .openvino_convert import IR_BIN, IR_XML, openvino_version
 from ..manifest import ModelManifest
-from ..text import clip
+from ..text import show_path
 
 #: Bump whenever the quantized IR would change for the same inputs.
 QUANTIZER_VERSION = 1
@@ -170,7 +170,7 @@ def ensure_int8_ir(manifest: ModelManifest, parent_sha256: str, read_parent: Cal
 
         count = len(calibration.images)
         log(f'int8: quantizing {manifest.name} with NNCF over {count} calibration images '
-            f"from '{clip(str(calibration.folder))}' (minutes on a small CPU; done once, then "
+            f"from {show_path(calibration.folder)} (minutes on a small CPU; done once, then "
             'cached)')
         if count < FEW_CALIBRATION_IMAGES:
             log(f'int8: only {count} calibration images; use {FEW_CALIBRATION_IMAGES}-300 '

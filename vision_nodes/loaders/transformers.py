@@ -33,7 +33,7 @@ from ..limits import (MAX_MODEL_LAYERS, MAX_MODEL_METADATA_BYTES, MAX_MODEL_PARA
                       MAX_WEIGHTS_BYTES)
 from ..manifest import ModelManifest
 from ..tasks.depth import depth_range_problem
-from ..text import clip, show
+from ..text import clip, clip_path, show, show_path
 from .common import ModelLoadError, force_offline, summary
 from .safetensors_header import read_tensor_shapes
 
@@ -105,7 +105,7 @@ def check_pretrained_folder(folder: Path) -> dict[str, Any]:
         hint = (' (a transformers model is the folder save_pretrained wrote, not a file)'
                 if folder.is_file() else '')
         raise ModelLoadError(
-            f"weights folder '{clip(str(folder))}' not found{hint}: set the `model_dir` "
+            f"weights folder {show_path(folder)} not found{hint}: set the `model_dir` "
             'parameter or VISION_NODES_MODEL_DIR, or give an absolute `weights` path in the '
             'manifest')
     config_path = folder / CONFIG_FILE
@@ -113,14 +113,14 @@ def check_pretrained_folder(folder: Path) -> dict[str, Any]:
     try:
         config = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        raise ModelLoadError(f"'{clip(str(config_path))}' is not valid JSON: "
+        raise ModelLoadError(f"{show_path(config_path)} is not valid JSON: "
                              f'{clip(exc, 120)}') from None
     if not isinstance(config, dict):
-        raise ModelLoadError(f"'{clip(str(config_path))}' must hold a JSON object")
-    check_config(config, clip(str(config_path)))
+        raise ModelLoadError(f"{show_path(config_path)} must hold a JSON object")
+    check_config(config, clip_path(config_path))
     if not os.path.lexists(folder / WEIGHTS_FILE):
         raise ModelLoadError(
-            f"'{clip(str(folder))}' has no {WEIGHTS_FILE}: save the model with "
+            f"{show_path(folder)} has no {WEIGHTS_FILE}: save the model with "
             'save_pretrained(..., safe_serialization=True) (pickled .bin weights are not read)')
     return config
 

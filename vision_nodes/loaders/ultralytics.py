@@ -16,7 +16,7 @@ from typing import Any
 
 from ..limits import MAX_LABEL_CHARS, MAX_LABELS
 from ..manifest import ModelManifest
-from ..text import clip
+from ..text import clip, show_path
 from .checkpoint import Allowlist, load_checkpoint
 from .common import ModelLoadError, check_weights, force_offline
 
@@ -235,7 +235,7 @@ def load_ultralytics(manifest: ModelManifest, weights: Path,
         model = ckpt.get('ema') if ckpt.get('ema') is not None else ckpt.get('model')
     if not isinstance(model, BaseModel):
         raise ModelLoadError(
-            f"'{clip(weights)}' is a PyTorch file but not an Ultralytics checkpoint (no "
+            f"{show_path(weights)} is a PyTorch file but not an Ultralytics checkpoint (no "
             '`model` entry holding an Ultralytics model): check the `weights` path')
     try:
         _check_task(manifest, guess_model_task(model))
@@ -260,9 +260,9 @@ def load_ultralytics(manifest: ModelManifest, weights: Path,
         # A depth model has no classes.
         labels = None if manifest.task == 'depth' else _labels(getattr(module, 'names', None))
     except ModelLoadError as exc:
-        raise ModelLoadError(f"'{clip(weights)}': {exc}") from None
+        raise ModelLoadError(f"{show_path(weights)}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a checkpoint's objects are untrusted
-        raise ModelLoadError(f"'{clip(weights)}': the model in this checkpoint cannot be "
+        raise ModelLoadError(f"{show_path(weights)}: the model in this checkpoint cannot be "
                              f'prepared ({type(exc).__name__}: {clip(exc, 160)})') from None
     from .torch_wrappers import FirstOutput
 

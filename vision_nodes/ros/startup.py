@@ -39,7 +39,7 @@ from rclpy.validate_topic_name import validate_topic_name
 from ..files import read_regular
 from ..limits import MAX_PARAMS_FILE_BYTES
 from ..manifest import SAFE_LOADER, yaml_problem
-from ..text import clip, show
+from ..text import clip, clip_path, show
 from . import compat
 
 #: Exit code of a process that cannot start with the arguments it was given.
@@ -161,7 +161,7 @@ def _read_params_file(path: str) -> bytes:
     """Read a parameters file through the package's one bounded reader (else StartupError)."""
     argument = f'--params-file {path}'
     rule = f'give the path of a YAML file of at most {MAX_PARAMS_FILE_BYTES} bytes'
-    prefix = f'{clip(Path(path))}: '
+    prefix = f'{clip_path(Path(path))}: '
 
     def refused(text: str) -> StartupError:  # the line names the argument, not the path again
         return StartupError(argument, text[len(prefix):] if text.startswith(prefix) else text,

@@ -23,7 +23,7 @@ from ..artifacts.labels import labels_from_rt_info
 from ..artifacts.types import OpenVinoIr
 from ..platform import openvino as facts
 from ..platform.cpu import cpu_info
-from ..text import clip
+from ..text import clip, show_path
 from .base import Runner, RunnerConfig, RunnerError
 from .openvino_streams import StreamRequests
 
@@ -75,7 +75,7 @@ class OpenVinoRunner(Runner):
         try:
             model, self._weights_buffer = facts.read_model(ir.xml, ir.weights)
         except RuntimeError as exc:
-            raise RunnerError(f"OpenVINO cannot read the model '{clip(str(self.model_path))}': "
+            raise RunnerError(f"OpenVINO cannot read the model {show_path(self.model_path)}: "
                               f'{clip(str(exc), 400)}') from exc
         self.quantized = facts.is_quantized(model)
         if self.quantized and cfg.precision != 'int8':

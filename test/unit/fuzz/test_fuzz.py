@@ -30,7 +30,7 @@ from vision_nodes.limits import (MAX_DEPTH_METRES, MAX_IMAGE_BYTES, MAX_IMAGE_PI
 from vision_nodes.manifest import ManifestError, ModelManifest, load_manifest
 from vision_nodes.tasks.detect import DetectionParams, Detections
 from vision_nodes.tasks.preprocess import rect_shape
-from vision_nodes.text import clip, show, show_path
+from vision_nodes.text import clip, clip_path, show, show_path
 
 REPO = Path(__file__).resolve().parents[3]
 SCALE = max(1, int(os.environ.get('VISION_NODES_FUZZ_SCALE', '1')))
@@ -58,7 +58,8 @@ def test_clip_and_show_stay_bounded() -> None:
               float('nan'), object()]
     with time_limit(10):
         for value in values:
-            for text in (clip(value), show(value), clip(value, 40), show_path(value)):
+            for text in (clip(value), show(value), clip(value, 40), show_path(value),
+                         clip_path(value)):
                 assert len(text) <= 240 and text.isprintable(), text[:300]
     assert clip('a\nb') == 'a\\x0ab'
     assert show('name') == "'name'"
@@ -72,6 +73,7 @@ def test_a_long_path_keeps_its_file_name() -> None:
     assert f'(+{len(str(path)) - 80} chars)' in text and text.isprintable()
     assert len(text) < 120
     assert show_path('/short/params.yaml') == "'/short/params.yaml'"
+    assert clip_path(path, 80) == text[1:-1]
 
 
 # ----------------------------------------------------------------- images
