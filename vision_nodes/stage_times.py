@@ -15,6 +15,8 @@ The stages, in the order a frame meets them (:data:`STAGES`):
                     reception timestamps of the middleware, the system clock);
 * ``receive``     - DDS delivery → the subscription callback (the executor's wake-up,
                     rclpy's take of the serialized bytes and their reading, :mod:`.ros.cdr`);
+                    from the end of the frame before, for a frame that arrived while the
+                    node was busy with that one (its wait is no stage of its own);
 * ``handoff``     - the callback → the inference thread starts on the frame;
 * ``convert``     - message → image array (a view, a camera-encoding conversion, a decode);
 * ``preprocess``, ``inference``, ``postprocess`` - the model's task and runner;
@@ -96,6 +98,11 @@ class StageTimes:
         row = tuple(max(0.0, float(spent.get(stage, 0.0))) for stage in STAGES)
         with self._lock:
             self._frames.append(row)
+
+    def __len__(self) -> int:
+        """Return how many frames the medians are taken over."""
+        with self._lock:
+            return len(self._frames)
 
     def medians(self) -> dict[str, float]:
         """Median seconds per stage over the kept frames, in :data:`STAGES` order ({} if none)."""

@@ -87,6 +87,9 @@ class FramePath:
         self._helpers: dict[str, ThreadPoolExecutor] = {}
         #: Publication sequence number of the last frame taken, per publisher.
         self._last_seq: dict[bytes, int] = {}
+        #: When the gate last opened (system-clock ns): a frame that arrived while it was
+        #: closed waited for the frame before it, which is not the middleware's time.
+        self._opened_ns = 0
 
     def load(self, models: list[ServedModel]) -> list[ServedModel]:
         """Use ``models`` from the next frame; return the ones used before."""
@@ -125,8 +128,12 @@ class FramePath:
         """Return the image subscription handler (with message info where rclpy gives it)."""
         return self.on_image_with_info if compat.MESSAGE_INFO else self.on_image
 
-    def on_image(self, msg: Any, times: tuple[int, int] | None = None) -> None:
-        """Close the gate and hand the frame (and its DDS source/reception ns) to the thread."""
+    def on_image(self, msg: Any, times: tuple[int, ...] | None = None) -> None:
+        """Close the gate and hand the frame to the thread.
+
+        ``times``: the DDS source and reception timestamps (system-clock ns), and when the
+        frame could first be taken: its reception, or the gate's opening if it came later.
+        """
         self.gate.open = False
         self.stats.on_received()
         self._frames.put((msg, times, time.time_ns()))
@@ -144,6 +151,8 @@ class FramePath:
                     self.stats.on_dropped()
         times = (info.get('source_timestamp'), info.get('received_timestamp')) \
             if isinstance(info, dict) else None
+        if times and all(times):
+            times = times + (max(times[1], self._opened_ns),)
         self.on_image(msg, times if times and all(times) else None)
 
     def frame_error(self, text: str) -> None:
@@ -167,16 +176,17 @@ class FramePath:
 
     def reopen(self) -> None:
         """Open the gate after a frame: the newest frame waiting in the middleware comes next."""
+        self._opened_ns = time.time_ns()
         self.gate.open = True
         self._wake.trigger()
 
-    def _process(self, msg: Any, times: tuple[int, int] | None, called_ns: int) -> None:
+    def _process(self, msg: Any, times: tuple[int, ...] | None, called_ns: int) -> None:
         """Convert once, run every wanted model, publish each result; time the first model's."""
         started = time.monotonic()
         clock = FrameClock()
         if times is not None:
             clock.add('dds_in', (times[1] - times[0]) / 1e9)
-            clock.add('receive', (called_ns - times[1]) / 1e9)
+            clock.add('receive', (called_ns - times[-1]) / 1e9)
         clock.add('handoff', (time.time_ns() - called_ns) / 1e9)
         with self._lock:
             models, helpers = self.models, self._helpers
