@@ -34,6 +34,12 @@ RATE_ERROR_FRACTION = 0.5
 LATENCY_ERROR_FACTOR = 2.0
 #: Rates are judged only once images have been arriving for this long (seconds).
 RATE_SETTLE_S = 3.0
+#: A median DDS delivery → callback time (the ``receive`` stage) above this is a WARN:
+#: ~2 ms for a 2.6 MB image with config/fastdds_large_images.xml, 12-24 ms with stock Fast DDS
+#: repairing its fragments (docs/benchmarks.md).
+SLOW_DELIVERY_S = 0.010
+#: ... judged over at least this many frames.
+DELIVERY_MIN_FRAMES = 10
 
 
 @dataclass(frozen=True)
@@ -236,13 +242,18 @@ def _rate_reason(snap: StatsSnapshot, expected: float) -> str:
 
 
 def assess(snap: StatsSnapshot, limits: HealthLimits, state: str = 'active',
-           explain_silence: Callable[[], str] | None = None) -> Health:
+           explain_silence: Callable[[], str] | None = None,
+           delivery: tuple[float, int] | None = None,
+           explain_slow_delivery: Callable[[], str] | None = None) -> Health:
     """Apply the health rules; the worst level wins and the reasons are joined.
 
     ``state`` is the lifecycle state: anything but ``active`` is OK (not expected to
     process). ``explain_silence`` is called only when no image arrived for
     ``limits.no_image_timeout_s``; it returns the likely cause (see
-    :func:`vision_nodes.ros.qos.explain_silence`).
+    :func:`vision_nodes.ros.qos.explain_silence`). ``delivery`` is the median seconds from
+    DDS delivery to the node's callback and the number of frames it is taken over;
+    ``explain_slow_delivery`` is called only when that median is above
+    :data:`SLOW_DELIVERY_S` (see :func:`vision_nodes.ros.qos.explain_slow_delivery`).
     """
     if state != 'active':
         return Health(OK, f'{state}: not processing images')
@@ -266,6 +277,11 @@ def assess(snap: StatsSnapshot, limits: HealthLimits, state: str = 'active',
         level = ERROR if snap.latency_p95_s > LATENCY_ERROR_FACTOR * bound else WARN
         found.append((level, f'latency p95 {snap.latency_p95_s * 1e3:.0f} ms is above '
                              f'max_latency {bound * 1e3:.0f} ms'))
+    if delivery is not None and delivery[1] >= DELIVERY_MIN_FRAMES \
+            and delivery[0] > SLOW_DELIVERY_S:
+        cause = explain_slow_delivery() if explain_slow_delivery is not None else ''
+        found.append((WARN, f'images reach the node {delivery[0] * 1e3:.0f} ms after DDS '
+                            'delivered them (median)' + (f': {cause}' if cause else '')))
     if snap.errors_in_window:
         last = f' (last: {snap.last_error})' if snap.last_error else ''
         if snap.processed_in_window == 0:

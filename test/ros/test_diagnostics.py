@@ -18,8 +18,10 @@ from builtin_interfaces.msg import Time
 from vision_nodes.ros.diagnostics import (NodeFacts, diagnostic_array, diagnostic_status,
                                           status_values)
 from vision_nodes.stage_times import STAGES, FrameClock, StageTimes, mark, stage_key, timing
-from vision_nodes.stats import (ERROR, OK, WARN, FrameStats, HealthLimits, assess,
-                                host_rss_bytes, stamp_latency)
+from vision_nodes.ros.qos import SLOW_DELIVERY_CAUSE, explain_slow_delivery
+from vision_nodes.stats import (DELIVERY_MIN_FRAMES, ERROR, OK, SLOW_DELIVERY_S, WARN,
+                                FrameStats, HealthLimits, assess, host_rss_bytes,
+                                stamp_latency)
 
 
 class Clock:
@@ -252,6 +254,37 @@ def test_reasons_are_combined_worst_first():
     assert first.startswith('processing') and second.startswith('latency p95')
 
 
+def test_images_delivered_late_are_a_warning_with_their_cause():
+    snap, calls = _snap_after(30.0), []
+
+    def cause():
+        calls.append(1)
+        return 'stock Fast DDS ...'
+
+    late = SLOW_DELIVERY_S * 1.5
+    health = assess(snap, HealthLimits(), delivery=(late, DELIVERY_MIN_FRAMES),
+                    explain_slow_delivery=cause)
+    assert health.level == WARN and calls == [1]
+    assert health.message == (f'images reach the node {late * 1e3:.0f} ms after DDS delivered '
+                              'them (median): stock Fast DDS ...')
+    # Too few frames to judge, quick delivery, or none measured: OK, the cause not looked up.
+    for delivery in [(late, DELIVERY_MIN_FRAMES - 1), (SLOW_DELIVERY_S * 0.5, 200), None]:
+        health = assess(snap, HealthLimits(), delivery=delivery, explain_slow_delivery=cause)
+        assert health.level == OK and calls == [1]
+    # With a worse reason, both are said, the worst first.
+    health = assess(_snap_after(30.0, process_every=3), HealthLimits(expected_rate_hz=30.0),
+                    delivery=(late, 100), explain_slow_delivery=cause)
+    assert health.level == ERROR and health.message.split('; ')[1].startswith('images reach')
+
+
+def test_the_cause_of_late_images_depends_on_the_middleware():
+    assert explain_slow_delivery('rmw_fastrtps_cpp') == SLOW_DELIVERY_CAUSE
+    assert 'config/fastdds_large_images.xml' in SLOW_DELIVERY_CAUSE
+    other = explain_slow_delivery('rmw_cyclonedds_cpp')
+    assert 'Fast DDS' not in other and '(rmw_cyclonedds_cpp)' in other
+    assert 'compressed' in other and '()' not in explain_slow_delivery('')
+
+
 # ----------------------------------------------------------------- the ROS message
 FACTS = NodeFacts(node_name='/robot/vision_node', hardware_id='cpu (x86_64)',
                   models=('yolov8n',), backend='onnx', precision='fp32', device='cpu',
@@ -338,12 +371,12 @@ def test_frame_clock_marks_end_the_stage_begun_at_the_last_mark():
 
 def test_stage_medians_over_the_last_frames_and_their_diagnostic_values():
     times = StageTimes(window=3)
-    assert times.medians() == {}
+    assert times.medians() == {} and len(times) == 0
     assert set(times.diagnostic_values().values()) == {'n/a'}
     for inference in (0.010, 0.020, 0.030, 0.040):  # the first falls out of the window
         times.add({'inference': inference, 'convert': 0.001, 'receive': -1e-6})
     medians = times.medians()
-    assert list(medians) == list(STAGES)
+    assert list(medians) == list(STAGES) and len(times) == 3
     assert medians['inference'] == pytest.approx(0.030)
     assert medians['receive'] == 0.0 and medians['publish'] == 0.0  # negative skew, absent
     values = times.diagnostic_values()
@@ -352,6 +385,15 @@ def test_stage_medians_over_the_last_frames_and_their_diagnostic_values():
     got = {kv.key: kv.value for kv in _round_trip(diagnostic_array(Time(), status)).status[0]
            .values}
     assert [k for k in got if k.startswith('stage ')] == [stage_key(s) for s in STAGES]
+    # The median receive stage reaches the health rules.
+    slow = StageTimes()
+    for _ in range(DELIVERY_MIN_FRAMES):
+        slow.add({'receive': 0.020})
+    status = diagnostic_status(_snap_after(5.0), FACTS, HealthLimits(),
+                               delivery=(slow.medians()['receive'], len(slow)),
+                               explain_slow_delivery=lambda: 'why')
+    assert status.level == bytes([WARN])
+    assert status.message.endswith('20 ms after DDS delivered them (median): why')
 
 
 def test_stage_clocks_of_threads_do_not_mix():

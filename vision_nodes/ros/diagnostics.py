@@ -84,9 +84,13 @@ def diagnostic_status(snap: StatsSnapshot, facts: NodeFacts, limits: HealthLimit
                       state: str = 'active', health: Health | None = None,
                       explain_silence: Callable[[], str] | None = None,
                       device_memory_bytes: int | None = None,
-                      extra: Mapping[str, str] | None = None) -> DiagnosticStatus:
+                      extra: Mapping[str, str] | None = None,
+                      delivery: tuple[float, int] | None = None,
+                      explain_slow_delivery: Callable[[], str] | None = None
+                      ) -> DiagnosticStatus:
     """Build the node's ``DiagnosticStatus``; ``health`` defaults to :func:`assess`'s."""
-    health = health or assess(snap, limits, state, explain_silence)
+    health = health or assess(snap, limits, state, explain_silence, delivery,
+                              explain_slow_delivery)
     status = DiagnosticStatus()
     status.level = bytes([health.level])
     status.name = facts.node_name

@@ -17,6 +17,7 @@ from ..stats import HealthLimits
 from .diagnostics import NodeFacts, diagnostic_array, diagnostic_status
 from .frame_path import FramePath
 from .inputs import ImageInput
+from .qos import explain_slow_delivery
 
 _CACHE = {True: 'hit (export skipped)', False: 'miss (exported)', None: 'not used'}
 
@@ -75,13 +76,16 @@ class DiagnosticsPublisher:
         device_memory = None
         if models and self._reports_memory:  # describe() is not free: only if it tells
             device_memory = models[0].pipeline.runner.describe().get('memory_used')
-        extra: dict[str, str] = self._frames.stages.diagnostic_values()
+        stages = self._frames.stages
+        extra: dict[str, str] = stages.diagnostic_values()
+        delivery = (stages.medians().get('receive', 0.0), len(stages))
         for model in models:  # outputs that count what they do (tracking, 3D)
             extra.update(getattr(model.outputs, 'diagnostics', dict)())
         status = diagnostic_status(
             self._frames.stats.snapshot(), facts, limits, state,
             explain_silence=sub.explain_silence if sub else (lambda: ''),
-            device_memory_bytes=device_memory, extra=extra)
+            device_memory_bytes=device_memory, extra=extra, delivery=delivery,
+            explain_slow_delivery=explain_slow_delivery)
         cameras = sub.statuses(facts, limits, state) if hasattr(sub, 'statuses') else []
         self._pub.publish(diagnostic_array(self._node.get_clock().now().to_msg(), status,
                                            *cameras))

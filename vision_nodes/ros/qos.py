@@ -13,7 +13,9 @@ functions read the publishers on the image topic (``node.get_publishers_info_by_
   best-effort one left);
 * :func:`explain_silence`: say why no image arrives (no publisher: wrong topic name; a
   publisher of another type; a QoS mismatch, naming the publishers and their reliability; or
-  matching publishers that send nothing), for the diagnostics.
+  matching publishers that send nothing), for the diagnostics;
+* :func:`explain_slow_delivery`: say why delivered images reach the node late (stock Fast
+  DDS repairing the fragments of large images), for the diagnostics.
 
 Deadline, liveliness and lifespan stay at their defaults on the subscription, which accept
 every publisher; reliability and durability are the policies that decide.
@@ -45,6 +47,12 @@ LARGE_IMAGE_CAVEAT = (
     'with stock Fast DDS a best-effort subscription loses most multi-megabyte (raw) frames to '
     'dropped fragments: start the camera driver, the sender, with '
     'FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds_large_images.xml')
+#: Why delivered images reach the node late, with stock Fast DDS (docs/benchmarks.md).
+SLOW_DELIVERY_CAUSE = (
+    'stock Fast DDS sends a multi-megabyte raw image in fragments and repairs lost ones '
+    'slowly; start the camera driver, the sender, and this node with '
+    'FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds_large_images.xml, or take compressed '
+    'images; a CPU too busy to run the node does the same')
 #: Publishers named in one line at most; the rest are counted.
 _LISTED = 3
 #: camera_info subscriptions (3D detections, depth outputs): best effort hears reliable and
@@ -85,6 +93,16 @@ def _rmw() -> str:
 def _caveat(rmw: str | None) -> str:
     rmw = _rmw() if rmw is None else rmw
     return f' ({LARGE_IMAGE_CAVEAT})' if rmw.startswith('rmw_fastrtps') else ''
+
+
+def explain_slow_delivery(rmw: str | None = None) -> str:
+    """Return the likely reason delivered images reach the node late, naming what to change."""
+    rmw = _rmw() if rmw is None else rmw
+    if rmw.startswith('rmw_fastrtps'):
+        return SLOW_DELIVERY_CAUSE
+    which = f' ({clip(rmw, 60)})' if rmw else ''
+    return ('a CPU too busy to run the node, or middleware settings made for small messages'
+            f'{which}: for large raw images see its documentation, or take compressed images')
 
 
 def _reliability_name(qos: QoSProfile) -> str:
