@@ -12,9 +12,11 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+import rclpy
 import yaml
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
@@ -23,6 +25,28 @@ from vision_nodes.tools.client import NodeProcess, VisionNodeClient, publish_unt
 
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+@contextmanager
+def own_context() -> Iterator[Any]:
+    """An rclpy context of the test's own (the session's DDS domain), shut down after."""
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    try:
+        yield context
+    finally:
+        rclpy.shutdown(context=context)
+
+
+@contextmanager
+def node_in_own_context(name: str) -> Iterator[Any]:
+    """A plain rclpy node in :func:`own_context`, destroyed after."""
+    with own_context() as context:
+        node = rclpy.create_node(name, context=context)
+        try:
+            yield node
+        finally:
+            node.destroy_node()
 
 
 class Harness:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 import pytest
-import rclpy
 
+from node_harness import node_in_own_context
 from vision_nodes.ros.frame_path import FramePath
 
 
@@ -26,12 +26,8 @@ class Sink:
 
 @pytest.fixture(scope='module')
 def node():
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node('frame_path_test', context=context)
-    yield node
-    node.destroy_node()
-    rclpy.shutdown(context=context)
+    with node_in_own_context('frame_path_test') as node:
+        yield node
 
 
 def _info(seq: int, source_ns: int, received_ns: int) -> dict:

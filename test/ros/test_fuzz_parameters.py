@@ -18,6 +18,7 @@ pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts
 
 from rclpy.parameter import Parameter  # noqa: E402
 
+from node_harness import own_context  # noqa: E402
 from vision_nodes.ros.compat import lifecycle_state  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
 from vision_nodes.ros.parameters import output_switches  # noqa: E402
@@ -70,10 +71,8 @@ def _expected_error(spec, name: str, value, start_up: bool = True) -> bool:
 
 @pytest.fixture
 def context():
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.shutdown(context=ctx)
+    with own_context() as ctx:
+        yield ctx
 
 
 def test_start_up_values_are_taken_or_named_never_raised(context):

@@ -14,7 +14,7 @@ pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts
 
 from rclpy.parameter import Parameter  # noqa: E402
 
-from node_harness import manifest_copy  # noqa: E402
+from node_harness import manifest_copy, own_context  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
 from vision_nodes.ros.params import SPECS  # noqa: E402
 from vision_nodes.ros.parameters import output_switches, when_refused  # noqa: E402
@@ -24,10 +24,8 @@ from vision_nodes.manifest import resolve_manifest  # noqa: E402
 
 @pytest.fixture
 def context():
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    rclpy.shutdown(context=ctx)
+    with own_context() as ctx:
+        yield ctx
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import rclpy
 from rclpy.qos import (DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data)
 from sensor_msgs.msg import CompressedImage, Image
 
+from node_harness import node_in_own_context
 from vision_nodes.ros.qos import (LARGE_IMAGE_CAVEAT, choose_qos, explain_silence,
                                   incompatibility, review_qos, subscription_qos)
 from vision_nodes.tools.client import wait_for
@@ -28,12 +29,8 @@ _topics = itertools.count()
 @pytest.fixture(scope='module')
 def ros():
     """One node per test module in its own context (the session's DDS domain)."""
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node('qos_test', context=context)
-    yield node
-    node.destroy_node()
-    rclpy.shutdown(context=context)
+    with node_in_own_context('qos_test') as node:
+        yield node
 
 
 @pytest.fixture
