@@ -29,7 +29,7 @@ LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
 
 @contextmanager
 def own_context() -> Iterator[Any]:
-    """An rclpy context of the test's own (the session's DDS domain), shut down after."""
+    """Give an rclpy context of its own (the session's DDS domain); shut it down after."""
     context = rclpy.Context()
     rclpy.init(context=context)
     try:
@@ -40,7 +40,7 @@ def own_context() -> Iterator[Any]:
 
 @contextmanager
 def node_in_own_context(name: str) -> Iterator[Any]:
-    """A plain rclpy node in :func:`own_context`, destroyed after."""
+    """Give a plain rclpy node in :func:`own_context`; destroy it after."""
     with own_context() as context:
         node = rclpy.create_node(name, context=context)
         try:
