@@ -112,9 +112,12 @@ class StageTimes:
             return {}
         return {stage: statistics.median(column) for stage, column in zip(STAGES, zip(*rows))}
 
-    def diagnostic_values(self) -> dict[str, str]:
-        """Return the medians as diagnostics values: ``stage <name> p50 (ms)``, or ``n/a``."""
-        medians = self.medians()
+    def diagnostic_values(self, medians: Mapping[str, float] | None = None) -> dict[str, str]:
+        """Return the medians (``medians``, if already taken) as diagnostics values.
+
+        Keys ``stage <name> p50 (ms)``, values in ms, or ``n/a`` before any frame.
+        """
+        medians = self.medians() if medians is None else medians
         return {stage_key(stage): (f'{medians[stage] * 1e3:.3f}' if medians else 'n/a')
                 for stage in STAGES}
 

@@ -381,6 +381,7 @@ def test_stage_medians_over_the_last_frames_and_their_diagnostic_values():
     assert medians['receive'] == 0.0 and medians['publish'] == 0.0  # negative skew, absent
     values = times.diagnostic_values()
     assert values[stage_key('inference')] == '30.000' and values[stage_key('convert')] == '1.000'
+    assert times.diagnostic_values(medians) == values  # medians taken once, formatted alike
     status = diagnostic_status(_snap_after(5.0), FACTS, HealthLimits(), extra=values)
     got = {kv.key: kv.value for kv in _round_trip(diagnostic_array(Time(), status)).status[0]
            .values}

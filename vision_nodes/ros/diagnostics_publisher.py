@@ -77,8 +77,9 @@ class DiagnosticsPublisher:
         if models and self._reports_memory:  # describe() is not free: only if it tells
             device_memory = models[0].pipeline.runner.describe().get('memory_used')
         stages = self._frames.stages
-        extra: dict[str, str] = stages.diagnostic_values()
-        delivery = (stages.medians().get('receive', 0.0), len(stages))
+        medians = stages.medians()
+        extra: dict[str, str] = stages.diagnostic_values(medians)
+        delivery = (medians.get('receive', 0.0), len(stages))
         for model in models:  # outputs that count what they do (tracking, 3D)
             extra.update(getattr(model.outputs, 'diagnostics', dict)())
         status = diagnostic_status(
