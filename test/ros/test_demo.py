@@ -71,6 +71,7 @@ def test_demo_track_shows_the_same_ids_on_the_same_scene(model_dir, engine_cache
         env={**os.environ, 'VISION_NODES_MODEL_DIR': str(model_dir),
              'VISION_NODES_CACHE_DIR': str(engine_cache_dir)})
     assert run.returncode == 0, run.stdout + run.stderr
+    assert 'tracking (bytetrack): the images are frames of one camera' in run.stdout
     frames = run.stdout.split('bus.jpg: ')[1:]
     assert len(frames) == 2
     ids = [sorted(line.split()[0] for line in frame.splitlines()[1:]

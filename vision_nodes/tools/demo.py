@@ -224,6 +224,11 @@ def main(argv: list[str] | None = None) -> int:
         info = label_q.get(timeout=10.0)
         labels = {c.class_id: c.class_name for c in info.class_map} if info else {}
         done = 0
+        if args.track:
+            print(f'tracking ({args.track}): the images are frames of one camera; as with '
+                  "Ultralytics' model.track, an object first seen after the first frame is "
+                  'published from the frame that confirms its track, and the tracker pairs '
+                  'boxes by position whatever their class', flush=True)
         for index, path in enumerate(images):
             bgr = cv2.imread(str(path))
             if bgr is None:
