@@ -149,11 +149,10 @@ class FramePath:
                 for _ in range(min(seq - last - 1, 1000)):
                     self.stats.on_received()
                     self.stats.on_dropped()
-        times = (info.get('source_timestamp'), info.get('received_timestamp')) \
-            if isinstance(info, dict) else None
-        if times and all(times):
-            times = times + (max(times[1], self._opened_ns),)
-        self.on_image(msg, times if times and all(times) else None)
+        sent, received = (info.get('source_timestamp'), info.get('received_timestamp')) \
+            if isinstance(info, dict) else (None, None)
+        self.on_image(msg, (sent, received, max(received, self._opened_ns))
+                      if sent and received else None)
 
     def frame_error(self, text: str) -> None:
         """Count and log (rate-limited) an error about one frame."""
