@@ -82,23 +82,29 @@ def subscription_qos(reliability: str, depth: int) -> QoSProfile:
                       durability=DurabilityPolicy.VOLATILE)
 
 
-def _rmw() -> str:
+def _rmw(given: str | None = None) -> str:
+    """Return ``given``, else the RMW implementation in use ('' when it cannot be told)."""
+    if given is not None:
+        return given
     try:
         from rclpy.utilities import get_rmw_implementation_identifier
         return get_rmw_implementation_identifier()
-    except Exception:  # noqa: BLE001 - only decides whether a caveat is shown
+    except Exception:  # noqa: BLE001 - only decides which caveat or cause is shown
         return ''
 
 
+def _fast_dds(rmw: str) -> bool:
+    return rmw.startswith('rmw_fastrtps')
+
+
 def _caveat(rmw: str | None) -> str:
-    rmw = _rmw() if rmw is None else rmw
-    return f' ({LARGE_IMAGE_CAVEAT})' if rmw.startswith('rmw_fastrtps') else ''
+    return f' ({LARGE_IMAGE_CAVEAT})' if _fast_dds(_rmw(rmw)) else ''
 
 
 def explain_slow_delivery(rmw: str | None = None) -> str:
     """Return the likely reason delivered images reach the node late, naming what to change."""
-    rmw = _rmw() if rmw is None else rmw
-    if rmw.startswith('rmw_fastrtps'):
+    rmw = _rmw(rmw)
+    if _fast_dds(rmw):
         return SLOW_DELIVERY_CAUSE
     which = f' ({clip(rmw, 60)})' if rmw else ''
     return ('a CPU too busy to run the node, or middleware settings made for small messages'
