@@ -26,13 +26,28 @@ CONSTRAINTS=requirements/constraints.txt
 mkdir -p "$LOG_DIR"
 cd "$ROOT"
 
+#: Disk the venv takes (torch's CUDA build and its libraries are most of it) plus pip's
+#: downloads while it installs, in GiB.
+NEEDS_GIB=10
+
 fail() {
   echo "setup_env: $1" >&2
   if [[ -f "$LOG" ]]; then
     echo "---- last lines of $LOG ----" >&2
     tail -n 40 "$LOG" >&2
+    if grep -q 'No space left on device' "$LOG"; then
+      echo "setup_env: the disk filled up: the environment needs about $NEEDS_GIB GiB free" \
+        "where the venv ($VENV) and pip's temporary files (\$TMPDIR) go" >&2
+    fi
   fi
   exit 1
+}
+
+# Free GiB on the filesystem that holds $1 (or its nearest existing parent).
+free_gib() {
+  local dir="$1"
+  while [[ ! -e "$dir" ]]; do dir="$(dirname "$dir")"; done
+  df -Pk "$dir" | awk 'NR == 2 { printf "%d", $4 / 1048576 }'
 }
 
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
@@ -58,6 +73,15 @@ else
     "$py" -m pip install --disable-pip-version-check -q -c "$CONSTRAINTS" "$@" >>"$LOG" 2>&1
   }
   echo "setup_env: installing ROS 2 wheels, ONNX Runtime, OpenVINO, torch, ultralytics (log: $LOG)"
+  for where in "$VENV" "${TMPDIR:-/tmp}"; do
+    free="$(free_gib "$where")"
+    if (( free < NEEDS_GIB )); then
+      echo "setup_env: warning: $free GiB free at $where; a new environment needs about" \
+        "$NEEDS_GIB GiB" >&2
+    fi
+  done
+  # No wheel cache: packages that come from an index would otherwise sit on the disk twice.
+  export PIP_NO_CACHE_DIR=1
   pip_install --upgrade pip setuptools wheel || fail "pip upgrade failed"
   for req in "${REQS[@]}"; do
     pip_install -r "$req" || fail "pip install -r $req failed"
