@@ -67,14 +67,17 @@ def main(argv: list[str] | None = None) -> int:
 
     def static(model):
         model = model.clone()
-        model.reshape({model.inputs[0]: [1, 3, *shape]})
+        model.reshape({model.inputs[0]: list(tensor.shape)})  # NCHW float or NHWC u8
         return model
 
     # The runner's own settings at each precision, and one change at a time against them.
     f32 = dict(fp32.runner._properties)
     bf16 = {**f32, 'INFERENCE_PRECISION_HINT': 'bf16'}
     int8_props = dict(int8.runner._properties)
-    float_model, int8_model = fp32.runner._model, int8.runner._model
+    # What the runners compile: the u8-input twin (pre-processing in the model) where they take
+    # u8 frames, which is what ``tensor`` is then.
+    float_model, int8_model = (p.runner._u8_model() if p.runner.takes_u8 else p.runner._model
+                               for p in (fp32, int8))
     chosen, chosen_bf16, chosen_int8 = ('runner (f32)', 'runner, bf16 (precision fp16)',
                                         'runner, int8 (f32 elsewhere)')
     # name -> (model, compile properties, the variant it is compared with)
