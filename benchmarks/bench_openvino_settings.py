@@ -2,12 +2,13 @@
 """OpenVINO compile settings for one camera stream, measured side by side: why the runner's.
 
 The OpenVINO runner compiles with the ``LATENCY`` hint, one stream and one infer request (all
-cores on each frame), unpinned CPU threads, a static input shape, and f32 for the float layers
-of an int8 model on a CPU. This compares each alternative with the runner's own settings
-(read from a loaded runner, so they cannot drift apart) on the bare network (YOLOv8n, bus.jpg
-at its rect shape), in interleaved shuffled rounds, as paired ratios with a 95 % bootstrap
-interval over rounds (see ``bench_detect.py``); below 1 means the alternative is faster. It
-also times compiling a shape with and without OpenVINO's model cache (``CACHE_DIR``).
+cores on each frame), unpinned CPU threads, a static input shape, and, for the float layers of
+an int8 model on a CPU, bf16 where the CPU has it natively, else f32. This compares each
+alternative with the runner's own settings (read from a loaded runner, so they cannot drift
+apart) on the bare network (YOLOv8n, bus.jpg at its rect shape), in interleaved shuffled
+rounds, as paired ratios with a 95 % bootstrap interval over rounds (see ``bench_detect.py``);
+below 1 means the alternative is faster. It also times compiling a shape with and without
+OpenVINO's model cache (``CACHE_DIR``).
 
     .venv/bin/python benchmarks/bench_openvino_settings.py --rounds 20
 """
@@ -78,8 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     # u8 frames, which is what ``tensor`` is then.
     float_model, int8_model = (p.runner._u8_model() if p.runner.takes_u8 else p.runner._model
                                for p in (fp32, int8))
+    # The int8 runner's float layers run bf16 on CPUs with native bf16, else f32
+    # (platform/cpu.int8_float_type); the alternative is the other type.
+    int8_float = str(int8_props.get('INFERENCE_PRECISION_HINT', 'f32')).lower()
+    int8_float = 'bf16' if 'bf' in int8_float else 'f32'
+    other_float = 'f32' if int8_float == 'bf16' else 'bf16'
     chosen, chosen_bf16, chosen_int8 = ('runner (f32)', 'runner, bf16 (precision fp16)',
-                                        'runner, int8 (f32 elsewhere)')
+                                        f'runner, int8 ({int8_float} elsewhere)')
     # name -> (model, compile properties, the variant it is compared with)
     variants = {
         chosen: (static(float_model), f32, chosen),
@@ -98,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         variants['bf16 / f32'] = (static(float_model), bf16, chosen)
     variants[chosen_int8] = (static(int8_model), int8_props, chosen_int8)
     if native_bf16:
-        variants['int8, bf16 elsewhere'] = (
-            static(int8_model), {**int8_props, 'INFERENCE_PRECISION_HINT': 'bf16'}, chosen_int8)
+        variants[f'int8, {other_float} elsewhere'] = (
+            static(int8_model), {**int8_props, 'INFERENCE_PRECISION_HINT': other_float},
+            chosen_int8)
         variants['int8 / bf16'] = (static(int8_model), int8_props, chosen_bf16)
     variants['int8 / f32'] = (static(int8_model), int8_props, chosen)
     requests = {}
