@@ -238,6 +238,25 @@ def _default_calibration(folder: Path, images: list[Path]) -> Path:
     return folder
 
 
+def bus_and_calibration(prefix: str, calibration_dir: Path | None) -> tuple[np.ndarray, Path]:
+    """Return bus.jpg (bgr) and the int8 calibration folder (default: flips and crops).
+
+    Points the manifests at the default model folder first, as the demo does; a default
+    calibration folder lives in a temporary folder removed at exit.
+    """
+    from vision_nodes.manifest import use_default_model_dir
+    from vision_nodes.tools.demo import bundled_images
+
+    use_default_model_dir()
+    images = bundled_images()
+    bgr = cv2.imread(str(next(p for p in images if p.name == 'bus.jpg')))
+    if calibration_dir is not None:
+        return bgr, calibration_dir
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, work, True)
+    return bgr, _default_calibration(work / 'calibration', images)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])

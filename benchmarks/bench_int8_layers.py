@@ -22,22 +22,18 @@ OpenVINO's per-layer counters (``PERF_COUNT``), and prints:
 from __future__ import annotations
 
 import argparse
-import atexit
 import collections
 import json
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import cv2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_detect import _default_calibration, paired_ratio  # noqa: E402
+from bench_detect import bus_and_calibration, paired_ratio  # noqa: E402
 
 #: The two models compared: the float one (fp16 where the CPU has bf16, else fp32) and int8.
 MODELS = ('float', 'int8')
@@ -90,17 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     import openvino as ov
     from bench_report import machine_facts
 
-    from vision_nodes.manifest import resolve_manifest, use_default_model_dir
+    from vision_nodes.manifest import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.platform import openvino as facts
-    from vision_nodes.tools.demo import bundled_images
 
-    use_default_model_dir()
-    images = bundled_images()
-    bgr = cv2.imread(str(next(p for p in images if p.name == 'bus.jpg')))
-    work = Path(tempfile.mkdtemp(prefix='bench_int8_layers_'))
-    atexit.register(shutil.rmtree, work, True)
-    calibration = args.calibration_dir or _default_calibration(work / 'calibration', images)
+    bgr, calibration = bus_and_calibration('bench_int8_layers_', args.calibration_dir)
     manifest = resolve_manifest(args.model)
     float_precision = 'fp16' if facts.fast_reduced_type('CPU') else 'fp32'
     pipelines = {m: build_pipeline(manifest, 'openvino',

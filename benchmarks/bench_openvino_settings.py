@@ -16,19 +16,15 @@ OpenVINO's model cache (``CACHE_DIR``).
 from __future__ import annotations
 
 import argparse
-import atexit
 import random
-import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import cv2
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_detect import _default_calibration, paired_ratio  # noqa: E402
+from bench_detect import bus_and_calibration, paired_ratio  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,18 +38,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import openvino as ov
 
-    from vision_nodes.manifest import resolve_manifest, use_default_model_dir
+    from vision_nodes.manifest import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
-
-    use_default_model_dir()
     from vision_nodes.platform.cpu import cpu_info
-    from vision_nodes.tools.demo import bundled_images
 
-    images = bundled_images()
-    bgr = cv2.imread(str(next(p for p in images if p.name == 'bus.jpg')))
-    work = Path(tempfile.mkdtemp(prefix='bench_ov_'))
-    atexit.register(shutil.rmtree, work, True)
-    calibration = args.calibration_dir or _default_calibration(work / 'calibration', images)
+    bgr, calibration = bus_and_calibration('bench_ov_', args.calibration_dir)
     manifest = resolve_manifest(args.model)
     fp32 = build_pipeline(manifest, 'openvino', precision='fp32')
     int8 = build_pipeline(manifest, 'openvino', precision='int8',
