@@ -31,7 +31,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_detect import bus_and_calibration, paired_ratio  # noqa: E402
 
