@@ -102,9 +102,9 @@ def cpu_info() -> CpuInfo:
 def int8_float_type(cpu: CpuInfo) -> str:
     """Return the type an INT8 model's float layers run in on ``cpu``: 'bf16' or 'f32'.
 
-    bf16 where the CPU computes it natively (AMX or AVX-512 BF16): there the float layers
-    (the first convolution's input, the output tail) cost as much as the quantized ones in
-    f32, which made INT8 slower than a whole-model bf16. Elsewhere bf16 would be emulated,
-    slower than f32, so they stay f32. ``precision: fp32`` never asks this: it is exact f32.
+    bf16 where the CPU computes it natively (AMX or AVX-512 BF16): the int8 network then
+    took 0.84-1.02 of its time with f32 float layers on an AMD EPYC with AVX-512 BF16, and
+    1.01 on a Xeon with AMX (docs/backends.md). Elsewhere bf16 would be emulated, slower than
+    f32, so they stay f32. ``precision: fp32`` never asks this: it is exact f32.
     """
     return 'bf16' if cpu.bf16 else 'f32'
