@@ -1,10 +1,12 @@
 """The depth task: a dense network output → a float32 depth map at the source resolution.
 
 Preprocessing is the shared :func:`~.preprocess.prepare` (stretch or letterbox, per the
-manifest). Postprocessing undoes it exactly: the output is brought to the network input size
-(if the network gives another size), the letterbox border is cut off, and the placed region
-is resized to the source image with the same pixel-centre convention OpenCV used to shrink the
-source (``cv2.resize``, bilinear): network pixel ``i`` sits at source coordinate
+manifest), or :func:`~.preprocess.prepare_u8` for a runner that takes the u8 image and
+converts it inside the model, as for detection. Postprocessing undoes it exactly: the
+output is brought to the network input size (if the network gives another size), the
+letterbox border is cut off, and the placed region is resized to the source image with the
+same pixel-centre convention OpenCV used to shrink the source (``cv2.resize``, bilinear):
+network pixel ``i`` sits at source coordinate
 ``(i + 0.5) / gain - 0.5``. Invalid pixels become NaN before any resampling, so they never
 bleed into valid values as plausible numbers.
 
@@ -26,7 +28,7 @@ from ..limits import MAX_DEPTH_METRES
 from ..manifest import ModelManifest, check_keys, expect, field_error
 from ..param_spec import ParamSpec
 from ..text import show
-from .preprocess import LetterboxMeta, prepare
+from .preprocess import LetterboxMeta, prepare, prepare_u8
 
 DEPTH_KINDS = ('metric', 'relative')
 DEPTH_OUTPUTS = ('depth', 'disparity')
@@ -299,7 +301,13 @@ class DepthTask:
         """Return the spec defaults: a depth manifest sets none of the live parameters."""
         return {spec.name: spec.default for spec in cls.params}
 
+    #: ``preprocess`` can hand the resized u8 image (``prepare_u8``) to a runner that
+    #: converts it itself (the manifest's scale, mean and std inside the model); the pipeline
+    #: sets ``u8_input`` when the runner does.
+    supports_u8_input: ClassVar[bool] = True
+
     def __init__(self, manifest: ModelManifest) -> None:
+        self.u8_input = False
         if manifest.depth is None:
             raise ValueError(f"model '{manifest.name}': a depth model's manifest needs a "
                              '`depth` block (kind: metric | relative)')
@@ -320,10 +328,12 @@ class DepthTask:
                    shape: tuple[int, int] | None = None) -> tuple[np.ndarray, DepthMeta]:
         """Turn a decoded image into (NCHW float32 tensor of ``shape``, postprocess metadata).
 
-        ``shape`` (height, width) defaults to the manifest's ``input_size``.
+        ``shape`` (height, width) defaults to the manifest's ``input_size``. With
+        ``u8_input`` the network input is the resized (or letterboxed) u8 NHWC image instead.
         """
         shape = tuple(shape or self.manifest.input_size)
-        tensor, box = prepare(image, encoding, shape, self.manifest.preprocessing)
+        tensor, box = (prepare_u8 if self.u8_input else prepare)(
+            image, encoding, shape, self.manifest.preprocessing)
         return tensor, DepthMeta(box, (int(shape[0]), int(shape[1])))
 
     def postprocess(self, outputs: list[np.ndarray], meta: DepthMeta,

@@ -134,6 +134,29 @@ def test_backends_agree_on_depth(pipelines, model, backend, bus_bgr):
     np.testing.assert_allclose(b.depth, a.depth, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize('model', ['da_metric', 'yolo'])
+def test_openvino_takes_the_u8_image_for_depth(pipelines, model, bus_bgr):
+    """The u8 image in, the manifest's scale, mean and std inside the model: the float path's
+    map (Depth Anything normalises with ImageNet's mean and std, YOLO only scales)."""
+    pipeline = pipelines(model, 'openvino')
+    assert pipeline.runner.takes_u8 and pipeline.task.u8_input
+    params = DepthParams()
+    shape = pipeline.input_shape(bus_bgr.shape[:2])
+    image, _ = pipeline.task.preprocess(bus_bgr, 'bgr8', shape)
+    assert image.dtype == np.uint8 and image.shape == (1, *shape, 3)
+    u8 = pipeline.process(bus_bgr, 'bgr8', params).depth
+    pipeline.task.u8_input = False
+    try:
+        tensor, meta = pipeline.task.preprocess(bus_bgr, 'bgr8', shape)
+        assert tensor.dtype == np.float32 and tensor.shape == (1, 3, *shape)
+        host = pipeline.task.postprocess(pipeline.runner.infer(tensor), meta, params).depth
+    finally:
+        pipeline.task.u8_input = True
+    assert np.ptp(host[np.isfinite(host)]) > 0  # a real map, not flat
+    np.testing.assert_array_equal(np.isnan(u8), np.isnan(host))
+    np.testing.assert_allclose(u8, host, rtol=1e-4, atol=1e-5 * np.nanmax(np.abs(host)))
+
+
 def test_units_per_family(pipelines, bus_bgr):
     """Metric Depth Anything: (0, max_depth] metres; YOLO: positive metres; relative: >= 0."""
     params = DepthParams()
