@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
 import rclpy
+import rclpy.signals
 from rclpy.executors import (ConditionReachedException, ExternalShutdownException,
                              ShutdownException, TimeoutException)
 
@@ -117,29 +118,61 @@ class TransitionExecutor(compat.SteppedExecutor):
         handler.result()
 
 
+#: The signals that end the node, and how often the spinning loop looks for them (seconds).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNAL_POLL_S = 0.1
+
+
+def take_stop_signals(stop: threading.Event) -> bool:
+    """Make SIGINT/SIGTERM set ``stop`` (once; later ones are ignored); True if done.
+
+    rclpy's own handler runs on a thread of its own: it shuts the context down and wakes the
+    executors from there, so a second SIGINT (``ros2 launch`` signals the whole process
+    group) could reach that thread while the main thread was destroying the executor and the
+    node, and crash the process. Handled here, a signal only sets ``stop`` and the main
+    thread tears everything down alone, in order. Only the main thread can set handlers:
+    elsewhere rclpy's stay (False).
+    """
+    def on_signal(signum: int, frame: Any) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        stop.set()
+
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    rclpy.signals.uninstall_signal_handlers()
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, on_signal)
+    return True
+
+
 def spin_until_shutdown(node: Any) -> None:
     """Spin ``node`` until SIGINT/SIGTERM or its shutdown transition; then release it.
 
     Its transitions (``node.transitions``) run off the spinning thread; the loop ends when
-    ``node.finalized`` is set, and rclpy is shut down at the end.
+    ``node.finalized`` is set or a stop signal came (:func:`take_stop_signals`), and rclpy is
+    shut down at the end.
     """
+    stop = threading.Event()
+    take_stop_signals(stop)
     executor = TransitionExecutor()
     executor.run_in_background(node.transitions)
     executor.add_node(node)
     try:
-        while rclpy.ok(context=node.context) and not node.finalized:
-            executor.spin_once(timeout_sec=0.5)
+        while rclpy.ok(context=node.context) and not node.finalized and not stop.is_set():
+            executor.spin_once(timeout_sec=SIGNAL_POLL_S)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
-        # SIGINT/SIGTERM shut the context down under the executor, which may then fail to
-        # build its wait set; that is a normal shutdown. Anything else is a real error.
+        # A context shut down from elsewhere (rclpy's signal handler, where it stayed) may
+        # make the executor fail to build its wait set; that is a normal shutdown. Anything
+        # else is a real error.
         if rclpy.ok(context=node.context):
             raise
     finally:
         # A second SIGINT (ros2 launch sends one to the whole process group) must not cut
         # the release short with a KeyboardInterrupt traceback.
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         executor.shutdown(timeout_sec=0)
         if not executor.wait_idle(10.0):
