@@ -123,27 +123,24 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 SIGNAL_POLL_S = 0.1
 
 
-def take_stop_signals(stop: threading.Event) -> bool:
-    """Make SIGINT/SIGTERM set ``stop`` (once; later ones are ignored); True if done.
+def take_stop_signals(stop: threading.Event) -> None:
+    """Make SIGINT/SIGTERM set ``stop``, the first one only; later ones are ignored.
 
     rclpy's own handler runs on a thread of its own: it shuts the context down and wakes the
     executors from there, so a second SIGINT (``ros2 launch`` signals the whole process
     group) could reach that thread while the main thread was destroying the executor and the
     node, and crash the process. Handled here, a signal only sets ``stop`` and the main
-    thread tears everything down alone, in order. Only the main thread can set handlers:
-    elsewhere rclpy's stay (False).
+    thread tears everything down alone, in order. Call it from the main thread (Python sets
+    signal handlers only there).
     """
     def on_signal(signum: int, frame: Any) -> None:
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         stop.set()
 
-    if threading.current_thread() is not threading.main_thread():
-        return False
     rclpy.signals.uninstall_signal_handlers()
     for sig in STOP_SIGNALS:
         signal.signal(sig, on_signal)
-    return True
 
 
 def spin_until_shutdown(node: Any) -> None:
@@ -164,16 +161,12 @@ def spin_until_shutdown(node: Any) -> None:
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     except Exception:
-        # A context shut down from elsewhere (rclpy's signal handler, where it stayed) may
-        # make the executor fail to build its wait set; that is a normal shutdown. Anything
-        # else is a real error.
+        # A context shut down under the executor may make it fail to build its wait set;
+        # that is a normal shutdown. Anything else is a real error.
         if rclpy.ok(context=node.context):
             raise
     finally:
-        # A second SIGINT (ros2 launch sends one to the whole process group) must not cut
-        # the release short with a KeyboardInterrupt traceback.
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
+        # A signal during the release only sets ``stop`` again (take_stop_signals).
         executor.shutdown(timeout_sec=0)
         if not executor.wait_idle(10.0):
             node.get_logger().warning('exiting while a transition is still running')
