@@ -62,3 +62,23 @@ def runnable(items: Iterable[Item], reason: Callable[[Item], str | None],
             skipped[name(item)] = why
             say(f'skipped {name(item)}: {why}')
     return kept, skipped
+
+
+def with_ultralytics_opencv(fn: Callable[[], Item]) -> Callable[[], Item]:
+    """Return ``fn`` run with OpenCV on the one thread that importing Ultralytics sets.
+
+    ``import ultralytics`` calls ``cv2.setNumThreads(0)``; ``vision_nodes`` undoes that for
+    its own pre-processing (``loaders.ultralytics.import_ultralytics``), so Ultralytics'
+    ``predict`` is timed here as it runs in a process of its own, and OpenCV's count is
+    restored after each call.
+    """
+    import cv2
+
+    def call() -> Item:
+        threads = cv2.getNumThreads()
+        cv2.setNumThreads(0)
+        try:
+            return fn()
+        finally:
+            cv2.setNumThreads(threads)
+    return call

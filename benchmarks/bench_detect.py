@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
                              'by this process and the node processes alike')
     args = parser.parse_args(argv)
     configs_wanted = [parse_config(spec) for spec in dict.fromkeys(args.backends)]
-    from bench_configs import cannot_run, runnable
+    from bench_configs import cannot_run, runnable, with_ultralytics_opencv
     from bench_report import breakdown_lines, machine_facts, with_outside, write_json, write_plot
 
     bench_environment(args.dds_profile)
@@ -418,12 +418,12 @@ def main(argv: list[str] | None = None) -> int:
         configs[f'{cfg.spec}: pipeline'] = lambda p=p: p.process(bgr, 'bgr8', params)
         configs[f'{cfg.spec}: node path'] = cfg.spec
     if ultra_pt is not None:
-        configs[ULTRA_PT] = lambda: ultra_pt.predict(bgr, conf=params.confidence,
-                                                     iou=params.iou, verbose=False)
+        configs[ULTRA_PT] = with_ultralytics_opencv(lambda: ultra_pt.predict(
+            bgr, conf=params.confidence, iou=params.iou, verbose=False))
     if ultra is not None:
-        configs[ULTRA_ONNX] = lambda: ultra.predict(
+        configs[ULTRA_ONNX] = with_ultralytics_opencv(lambda: ultra.predict(
             bgr, imgsz=manifest.input_size[0], conf=params.confidence, iou=params.iou,
-            verbose=False, device='cpu')
+            verbose=False, device='cpu'))
         configs[ULTRA_NODE] = 'ultra'
 
     for key, pub in pubs.items():

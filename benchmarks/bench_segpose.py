@@ -33,7 +33,7 @@ from pathlib import Path
 
 import cv2
 
-from bench_configs import cannot_run, runnable
+from bench_configs import cannot_run, runnable, with_ultralytics_opencv
 from bench_detect import bench_environment, paired_ratio, verdict
 from bench_report import machine_facts, write_json
 
@@ -113,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         pubs[task] = client.publisher(Image, f'/{name}/image', reliable)
         model = YOLO(str(manifest.weights_path()))
         thresholds = manifest.thresholds
-        predict[task] = lambda model=model, t=thresholds: model.predict(
-            bgr, conf=t.confidence, iou=t.iou, max_det=t.max_detections, verbose=False)
+        predict[task] = with_ultralytics_opencv(lambda model=model, t=thresholds: model.predict(
+            bgr, conf=t.confidence, iou=t.iou, max_det=t.max_detections, verbose=False))
         predict[task]()  # Ultralytics sets itself up (device, threads) on the first call
     for task, pub in pubs.items():
         if not wait_for(lambda pub=pub: pub.get_subscription_count() > 0, 60.0):

@@ -30,15 +30,21 @@ def _quiet_offline_ultralytics(cache_dir: Path | None) -> None:
 
 
 def import_ultralytics() -> Any:
-    """Import and return ``ultralytics`` without its import-time thread setting leaking.
+    """Import and return ``ultralytics`` without its import-time thread settings leaking.
 
     When ``OMP_NUM_THREADS`` is unset, importing ultralytics sets it to 1. OpenMP reads it once,
     when PyTorch loads it, so a PyTorch imported after that in this process, and every child
     process started later, would run single-threaded, the PyTorch CPU runner on one core of
     many. Here PyTorch is loaded first and the user's setting (or its absence) restored.
+    The import also calls ``cv2.setNumThreads(0)`` (for PyTorch's DataLoader workers, which
+    this package has none of): every later ``cv2.resize`` of the pre-processing would run on
+    one core, 1.7x slower for a 1080p frame on two, but only in a process that had imported
+    ultralytics (a first configure's export, a tracker). OpenCV's count is restored too.
     Raises ImportError like a plain import.
     """
-    saved = os.environ.get('OMP_NUM_THREADS')
+    import cv2
+
+    saved, cv2_threads = os.environ.get('OMP_NUM_THREADS'), cv2.getNumThreads()
     try:
         import torch  # noqa: F401 - see above: load OpenMP before ultralytics changes the env
         import ultralytics
@@ -47,6 +53,7 @@ def import_ultralytics() -> Any:
             os.environ.pop('OMP_NUM_THREADS', None)
         else:
             os.environ['OMP_NUM_THREADS'] = saved
+        cv2.setNumThreads(cv2_threads)
     return ultralytics
 
 

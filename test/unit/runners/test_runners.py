@@ -245,19 +245,27 @@ def test_onnx_deployment_needs_neither_torch_nor_ultralytics(config, assets, tmp
 
 _THREADS_PROBE = r'''
 import json, os, sys
+import cv2
+cv2_before = cv2.getNumThreads()
 from vision_nodes.tools.demo import bundled_images
 images = bundled_images()
 from vision_nodes.loaders.ultralytics import import_ultralytics
 import_ultralytics()
 import torch
+import ultralytics.utils  # what sets OpenCV's thread count, imported again: no second effect
 print(json.dumps({'images': len(images), 'torch_threads': torch.get_num_threads(),
-                  'env': os.environ.get('OMP_NUM_THREADS')}))
+                  'env': os.environ.get('OMP_NUM_THREADS'),
+                  'cv2_threads': [cv2_before, cv2.getNumThreads()]}))
 '''
 
 
 @pytest.mark.parametrize('user_setting', [None, '1'])
 def test_ultralytics_import_keeps_thread_settings(user_setting):
-    """ultralytics sets OMP_NUM_THREADS=1 at import; that must not reach PyTorch or children."""
+    """ultralytics sets OMP_NUM_THREADS=1 and OpenCV to one thread at import: neither stays.
+
+    OMP_NUM_THREADS must not reach PyTorch or child processes; OpenCV keeps its own count,
+    which the pre-processing's resize uses.
+    """
     import os
     import subprocess
     import sys
@@ -275,5 +283,7 @@ def test_ultralytics_import_keeps_thread_settings(user_setting):
     assert result['images'] >= 2  # bus.jpg and zidane.jpg, found without importing ultralytics
     assert result['env'] == user_setting
     assert result['torch_threads'] == int(default.stdout.strip())
+    before, after = result['cv2_threads']
+    assert after == before
     if user_setting is not None:
         assert result['torch_threads'] == 1
