@@ -13,6 +13,8 @@ round). Cases, each ``before`` against ``after``:
 * ``segment``/``pose <image>`` - the same for the instance models' outputs (their own rows);
 * ``label_image <image>`` - the instance label image of YOLOv8n-seg's masks: painted with a
   boolean index per mask (before) and with :meth:`SegmentResult.label_image` (after);
+* ``label_image windows <image>`` - that label image painted over the whole image (before)
+  and only within each mask's window, as the segmentation task's results give it (after);
 * ``message <image>`` - a ``Detection2DArray`` of the detections built as rclpy objects and
   serialised (before) against the CDR bytes :func:`detections_to_cdr` writes with NumPy
   (after);
@@ -30,6 +32,7 @@ benchmarks). Not a test: nothing is asserted on timings.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 import json
 import os
 import statistics
@@ -172,12 +175,15 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
         classes = pred.shape[1] - 4 - protos.shape[1]
         found[f'segment {name}'] = decoding(pred, DetectionParams(), classes, meta.letterbox)
         dets, anchors = decode_anchors(pred, DetectionParams(), classes)
-        masks, kept = instance_masks(pred[0][4 + classes:, anchors].T, protos[0], dets.boxes,
-                                     meta)
+        masks, kept, windows = instance_masks(pred[0][4 + classes:, anchors].T, protos[0],
+                                              dets.boxes, meta)
         meta.letterbox.to_source(dets.boxes)
-        result = SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept], masks)
-        found[f'label_image {name}'] = ((lambda r=result: painted_labels(r)),
-                                        result.label_image, len(result))
+        whole = SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept], masks)
+        found[f'label_image {name}'] = ((lambda r=whole: painted_labels(r)),
+                                        whole.label_image, len(whole))
+        windowed = replace(whole, windows=windows)
+        found[f'label_image windows {name}'] = (whole.label_image, windowed.label_image,
+                                                len(whole))
     for name, outputs, meta in raw_outputs('yolov8n_pose', images):
         found[f'pose {name}'] = decoding(outputs[0], DetectionParams(), 1, meta)
     return found

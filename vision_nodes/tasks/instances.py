@@ -31,6 +31,10 @@ class SegmentResult(Detections):
 
     #: (N, H, W) bool, H x W the source image's size; ``masks[i]`` is detection ``i``'s.
     masks: np.ndarray = field(default_factory=lambda: np.zeros((0, 0, 0), bool))
+    #: (N, 4) int (top, bottom, left, right), or None: mask ``i`` is empty outside rows
+    #: top:bottom and columns left:right (its box and a pixel around it), which is all of it
+    #: that :meth:`label_image` reads. None: a mask may be anywhere.
+    windows: np.ndarray | None = None
 
     @classmethod
     def empty(cls, shape: tuple[int, int] = (0, 0)) -> 'SegmentResult':
@@ -42,21 +46,27 @@ class SegmentResult(Detections):
     def select(self, index: np.ndarray) -> 'SegmentResult':
         """Return the detections at ``index`` (an index array or boolean mask), with masks."""
         return SegmentResult(self.boxes[index], self.scores[index], self.class_ids[index],
-                             self.masks[index])
+                             self.masks[index],
+                             None if self.windows is None else self.windows[index])
 
     def label_image(self) -> np.ndarray:
         """(H, W) uint16: 1 + the index of the detection a pixel belongs to, 0 background.
 
         Where masks overlap, the higher-scoring detection wins (ties: the lower index).
         Each mask is painted with a masked copy, which reads it once and builds no index of
-        its pixels (one argmax over the stack of masks would read them all in a slow order).
+        its pixels (one argmax over the stack of masks would read them all in a slow order),
+        and only within its window where :attr:`windows` gives one.
         """
         count, height, width = self.masks.shape
         labels = np.zeros((height, width), dtype=np.uint16)
+        windows = self.windows if self.windows is not None else \
+            np.tile(np.array([0, height, 0, width]), (count, 1))
         # Paint the lowest scores first so that higher scores overwrite them.
         order = np.lexsort((-np.arange(count), self.scores))
         for i in order.tolist():
-            np.copyto(labels, np.uint16(i + 1), where=self.masks[i])
+            top, bottom, left, right = windows[i].tolist()
+            np.copyto(labels[top:bottom, left:right], np.uint16(i + 1),
+                      where=self.masks[i, top:bottom, left:right])
         return labels
 
 

@@ -102,12 +102,13 @@ def _span(offset: float, scale: float, count: int, size: int) -> tuple[int, int]
 
 
 def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta, out: np.ndarray
-               ) -> None:
+               ) -> tuple[int, int, int, int]:
     """Write a network-resolution mask region into ``out`` (H, W bool) in source pixels.
 
     The image's part of the network input (the letterbox undone) resized bilinearly to the
     source and thresholded at one half, only where the region can reach (its box and a
-    network pixel around it).
+    network pixel around it). Return that window of ``out``, (top, bottom, left, right):
+    the mask is empty outside it.
     """
     left, top, width, height = meta.content()
     src_h, src_w = out.shape
@@ -116,7 +117,7 @@ def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta, out: np.
     rx1 = min(x0 + region.shape[1], left + width)
     ry1 = min(y0 + region.shape[0], top + height)
     if rx1 <= rx0 or ry1 <= ry0:
-        return
+        return 0, 0, 0, 0
     # ... with one empty network pixel around it, within the image's part: a bilinear sample
     # near its edge sees the zeros outside the box, or the replicated edge of the image.
     cx0, cy0 = max(rx0 - 1, left), max(ry0 - 1, top)
@@ -134,20 +135,24 @@ def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta, out: np.
     sampled = _sample(canvas, (scale_x, scale_y),
                       (offset_x + left - cx0, offset_y + top - cy0), (sy1 - sy0, sx1 - sx0))
     out[sy0:sy1, sx0:sx1] = sampled > 0.5
+    return sy0, sy1, sx0, sx1
 
 
 def instance_masks(coefficients: np.ndarray, prototypes: np.ndarray, boxes: np.ndarray,
-                   meta: NetworkMeta) -> tuple[np.ndarray, np.ndarray]:
-    """Return (masks (M, H, W) bool in source pixels, the M detections' indices).
+                   meta: NetworkMeta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return (masks (M, H, W) bool in source pixels, the M detections' indices, windows).
 
     From coefficients (N, nm), prototypes (nm, mh, mw) and the detections' xyxy ``boxes`` in
-    network pixels. Each mask is computed only within its box. A detection whose mask is
-    empty at network resolution is left out, as Ultralytics leaves it out.
+    network pixels. Each mask is computed only within its box; ``windows`` (M, 4) holds the
+    (top, bottom, left, right) of the source pixels it was written to (``SegmentResult``'s
+    windows). A detection whose mask is empty at network resolution is left out, as
+    Ultralytics leaves it out.
     """
     count = coefficients.shape[0]
     masks = np.zeros((count,) + tuple(meta.letterbox.source_shape), dtype=bool)
+    windows = np.zeros((count, 4), np.int64)
     if count == 0:
-        return masks, np.zeros(0, np.int64)
+        return masks, np.zeros(0, np.int64), windows
     # Each mask's logits only within its box, with NumPy's own loops: a BLAS product over
     # the whole plane would wake BLAS's thread pool, whose threads then spin on the cores
     # the next frame's inference needs.
@@ -158,10 +163,10 @@ def instance_masks(coefficients: np.ndarray, prototypes: np.ndarray, boxes: np.n
         region, x0, y0 = _network_mask(coefficients[i], prototypes, boxes[i], meta)
         kept[i] = region.any()
         if kept[i]:
-            _to_source(region, x0, y0, meta, masks[i])
+            windows[i] = _to_source(region, x0, y0, meta, masks[i])
     if kept.all():  # the usual case: no copy of the masks
-        return masks, np.arange(count)
-    return masks[kept], np.flatnonzero(kept)
+        return masks, np.arange(count), windows
+    return masks[kept], np.flatnonzero(kept), windows[kept]
 
 
 class SegmentationTask(DetectionTask):
@@ -243,10 +248,12 @@ class SegmentationTask(DetectionTask):
         dets, coefficients = decode_instances(pred, params, classes, bool(self.end2end),
                                               buffers=self.decode_buffers.get())
         on_device = getattr(protos, 'instance_masks', None)
+        windows = None  # a device's masks may be anywhere
         if on_device is not None:  # outputs left on a device: the same steps there
             masks, kept = on_device(coefficients, dets.boxes, meta.shape, meta.content(),
                                     meta.letterbox.source_shape)
         else:
-            masks, kept = instance_masks(coefficients, protos[0], dets.boxes, meta)
+            masks, kept, windows = instance_masks(coefficients, protos[0], dets.boxes, meta)
         meta.letterbox.to_source(dets.boxes)
-        return SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept], masks)
+        return SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept], masks,
+                             windows=windows)

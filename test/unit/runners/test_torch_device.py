@@ -279,7 +279,7 @@ def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones(monk
     gain = 480 / 450
     meta = NetworkMeta(LetterboxMeta((270, 450), (gain, gain), (0.0, 16.0)), (320, 480))
     assert meta.content() == (0, 16, 480, 288)
-    host, host_kept = instance_masks(coefficients, protos, boxes, meta)
+    host, host_kept, _ = instance_masks(coefficients, protos, boxes, meta)
     out = DeviceOutput(torch.from_numpy(protos[None]))
     args = (DeviceOutput(torch.from_numpy(coefficients)), boxes, meta.shape, meta.content(),
             meta.letterbox.source_shape)

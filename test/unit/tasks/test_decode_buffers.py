@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 import threading
 
 import cv2
@@ -197,3 +198,14 @@ def test_label_image_is_the_painted_one(count: int) -> None:
     labels = result.label_image()
     assert labels.dtype == np.uint16 and labels.shape == (60, 80)
     np.testing.assert_array_equal(labels, _label_image_painted(result))
+    # With windows (each mask empty outside its own), only they are read: the same image.
+    corners = np.sort(rng.integers(0, [[61, 61, 81, 81]], (count, 4)).reshape(count, 2, 2), 2)
+    windows = corners.reshape(count, 4)
+    for mask, (top, bottom, left, right) in zip(masks, windows):
+        inside = np.zeros_like(mask)
+        inside[top:bottom, left:right] = True
+        mask &= inside
+    windowed = replace(result, windows=windows)
+    np.testing.assert_array_equal(windowed.label_image(), _label_image_painted(result))
+    picked = windowed.select(np.arange(count)[::-1])
+    np.testing.assert_array_equal(picked.windows, windows[::-1])

@@ -311,14 +311,18 @@ def test_box_limited_masks_equal_whole_frame_masks(seed):
     coefficients = rng.standard_normal((count, 32)).astype(np.float32)
     corners = rng.random((count, 2, 2)) * [shape[1] + 40, shape[0] + 40] - 20
     boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
-    masks, kept = instance_masks(coefficients, prototypes, boxes.astype(np.float32), meta)
+    masks, kept, windows = instance_masks(coefficients, prototypes, boxes.astype(np.float32),
+                                          meta)
     expected = _full_frame_masks(coefficients, prototypes, boxes, meta)
     assert masks.shape[1:] == source
     kernel = np.ones((3, 3), np.uint8)
-    for mask, index in zip(masks, kept):
+    for mask, index, (top, bottom, left, right) in zip(masks, kept, windows):
         want = expected[index].astype(np.uint8)
         edge = cv2.dilate(want, kernel) != cv2.erode(want, kernel)
         assert not np.any((mask != expected[index]) & ~edge)
+        inside = np.zeros_like(mask)
+        inside[top:bottom, left:right] = True
+        assert not mask[~inside].any()  # its window holds all of it (it may be empty)
 
 
 @pytest.mark.parametrize('task', MODELS)
