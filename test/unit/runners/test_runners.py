@@ -252,7 +252,6 @@ images = bundled_images()
 from vision_nodes.loaders.ultralytics import import_ultralytics
 import_ultralytics()
 import torch
-import ultralytics.utils  # what sets OpenCV's thread count, imported again: no second effect
 print(json.dumps({'images': len(images), 'torch_threads': torch.get_num_threads(),
                   'env': os.environ.get('OMP_NUM_THREADS'),
                   'cv2_threads': [cv2_before, cv2.getNumThreads()]}))
