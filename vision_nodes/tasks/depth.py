@@ -28,7 +28,7 @@ from ..limits import MAX_DEPTH_METRES
 from ..manifest import ModelManifest, check_keys, expect, field_error
 from ..param_spec import ParamSpec
 from ..text import show
-from .preprocess import LetterboxMeta, prepare, prepare_u8
+from .preprocess import LetterboxMeta, prepare_input
 
 DEPTH_KINDS = ('metric', 'relative')
 DEPTH_OUTPUTS = ('depth', 'disparity')
@@ -332,8 +332,8 @@ class DepthTask:
         ``u8_input`` the network input is the resized (or letterboxed) u8 NHWC image instead.
         """
         shape = tuple(shape or self.manifest.input_size)
-        tensor, box = (prepare_u8 if self.u8_input else prepare)(
-            image, encoding, shape, self.manifest.preprocessing)
+        tensor, box = prepare_input(image, encoding, shape, self.manifest.preprocessing,
+                                    self.u8_input)
         return tensor, DepthMeta(box, (int(shape[0]), int(shape[1])))
 
     def postprocess(self, outputs: list[np.ndarray], meta: DepthMeta,

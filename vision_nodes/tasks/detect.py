@@ -21,7 +21,7 @@ from ..tracking import TRACKERS, check_tracker, check_tracker_config
 from .decode_buffers import DecodeBuffers, PerThreadBuffers
 from .end2end import ROW_VALUES, decode_rows, is_end2end, row_extra
 from .nms import nms
-from .preprocess import LetterboxMeta, prepare, prepare_u8
+from .preprocess import LetterboxMeta, prepare_input
 
 #: Offset that separates classes for batched NMS (larger than any image side).
 _CLASS_OFFSET = 7680.0
@@ -254,11 +254,8 @@ class DetectionTask:
         ``shape`` (height, width) defaults to the manifest's ``input_size``. With
         ``u8_input`` the network input is the letterboxed u8 NHWC image instead.
         """
-        if self.u8_input:
-            return prepare_u8(image, encoding, shape or self.manifest.input_size,
-                              self.manifest.preprocessing)
-        return prepare(image, encoding, shape or self.manifest.input_size,
-                       self.manifest.preprocessing)
+        return prepare_input(image, encoding, shape or self.manifest.input_size,
+                             self.manifest.preprocessing, self.u8_input)
 
     def check_model(self, output_shapes: Sequence[tuple[int, ...]] | None,
                     labels: Sequence[str], output_names: Sequence[str] | None = None) -> None:

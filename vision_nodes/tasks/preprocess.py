@@ -169,6 +169,12 @@ def prepare_u8(image: np.ndarray, encoding: str, size: tuple[int, int],
     return out, meta
 
 
+def prepare_input(image: np.ndarray, encoding: str, size: tuple[int, int],
+                  prep: Preprocessing, u8: bool) -> tuple[np.ndarray, LetterboxMeta]:
+    """:func:`prepare_u8` for a runner that takes the u8 image (``u8``), else :func:`prepare`."""
+    return (prepare_u8 if u8 else prepare)(image, encoding, size, prep)
+
+
 def rect_shape(source_hw: tuple[int, int], max_hw: tuple[int, int], stride: int = 32
                ) -> tuple[int, int]:
     """Smallest (height, width), in multiples of ``stride``, that holds the letterboxed source.
