@@ -3,8 +3,11 @@
 weights → ONNX (this file) → OpenVINO IR (``openvino_convert``) → INT8 IR (``quantize``), and
 ONNX → TensorRT engine / fp16 ONNX: each step is one cache entry keyed on its parent's hash.
 
-The cache key covers the weights' content hash, the architecture, input size, precision, opset
-and this exporter's version. Tool versions (torch, onnxslim) are recorded in the entry but kept
+The cache key covers the weights' content hash, the manifest's task, the architecture, input
+size, precision, opset and this exporter's version. The task is in the key because the export
+is where the weights' own task is checked against the manifest's (``loaders.ultralytics``): a
+hit then means this weights-and-task pair passed that check, so a ``task: pose`` manifest
+pointed at -seg weights is refused whether or not the cache holds their segment export. Tool versions (torch, onnxslim) are recorded in the entry but kept
 out of the key, so a deployment without torch can still find an artifact exported earlier.
 
 For letterboxed models with rect inference on (the manifest's default), the graph has dynamic
@@ -84,6 +87,7 @@ def onnx_cache_fields(manifest: ModelManifest, weights: Path, precision: str,
     """Return the fields that make up the ONNX artifact's cache key."""
     fields = {
         'weights_sha256': weights_sha256(weights),
+        'task': manifest.task,
         'architecture': manifest.architecture,
         'input_size': list(manifest.input_size),
         'precision': precision,

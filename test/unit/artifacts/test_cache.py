@@ -78,6 +78,8 @@ def test_onnx_cache_key_changes_with_every_field(tmp_path: Path) -> None:
         'exporter': {**base, 'exporter': base['exporter'] + '.1'},
         'architecture': onnx_cache_fields(
             dataclasses.replace(manifest, architecture='onnx'), weights, 'fp32', 17),
+        'task': onnx_cache_fields(dataclasses.replace(manifest, task='pose'), weights, 'fp32',
+                                  17),
     }
     keys = {name: cache_key(fields) for name, fields in variants.items()}
     assert cache_key(base) not in keys.values()
