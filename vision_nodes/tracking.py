@@ -15,16 +15,20 @@ owner calls :meth:`Tracking.reset` (the node does at deactivate and cleanup).
 from __future__ import annotations
 
 import importlib.util
+import logging
+import math
+import threading
 import types
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
 from .files import read_regular
 from .limits import MAX_TRACKER_CONFIG_BYTES
-from .text import clip, clip_path
+from .text import clip, clip_path, show
 
 #: Values of the ``tracker`` parameter ('none' turns tracking off).
 TRACKERS = ('none', 'bytetrack', 'botsort')
@@ -66,12 +70,51 @@ def _read_yaml(path: Path, error: Callable[[str], Exception]) -> dict[str, Any]:
     return data
 
 
-def _same_kind(default: Any, value: Any) -> bool:
+#: The trackers' thresholds: scores (``track_*_thresh``, ``new_track_thresh``) and
+#: similarities (``match_thresh``, BoT-SORT's ``proximity_thresh``, ``appearance_thresh``),
+#: all in [0, 1]; one no score reaches (``new_track_thresh: 5.0``) would publish nothing.
+UNIT_SETTINGS = frozenset({'track_high_thresh', 'track_low_thresh', 'new_track_thresh',
+                           'match_thresh', 'proximity_thresh', 'appearance_thresh'})
+#: BoT-SORT's camera-motion compensation methods: those ``GMC`` in Ultralytics'
+#: ``trackers/utils/gmc.py`` accepts (it also takes ``None`` and ``null``); another makes the
+#: tracker raise on its first frame.
+GMC_METHODS = ('sparseOptFlow', 'orb', 'sift', 'ecc', 'none')
+#: Most frames a lost track is kept (``track_buffer``). Every lost track is matched against
+#: each frame's detections until it expires, so the buffer bounds that work and the tracks
+#: held; 3600 frames are two minutes at 30 Hz, long past the point where a constant-velocity
+#: Kalman prediction still says where an object is.
+MAX_TRACK_BUFFER = 3600
+#: Smallest side (pixels) of an image BoT-SORT's camera-motion compensation is given: it
+#: halves the image and follows corners in it; in a thinner one OpenCV fails on every frame
+#: (the tracker goes on without compensation, as it does with ``gmc_method: none``).
+MIN_GMC_SIDE = 16
+
+
+def _is_number(value: Any) -> bool:
+    """A finite int or float, not a bool (an int of any size: NumPy cannot hold some)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
+
+
+def _setting_rule(key: str, default: Any, value: Any) -> str | None:
+    """The rule ``value`` breaks as tracker setting ``key`` (None: it keeps them all)."""
+    if key in UNIT_SETTINGS:
+        return None if _is_number(value) and 0 <= value <= 1 else 'must be a number in [0, 1]'
+    if key == 'track_buffer':
+        ok = isinstance(value, int) and not isinstance(value, bool) \
+            and 1 <= value <= MAX_TRACK_BUFFER
+        return None if ok else f'must be an integer in [1, {MAX_TRACK_BUFFER}]'
+    if key == 'gmc_method':
+        ok = value is None or value == 'None' or value in GMC_METHODS
+        return None if ok else f"must be one of {', '.join(GMC_METHODS)}"
     if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(default, bool) and isinstance(value, bool)
-    if isinstance(default, (int, float)):
-        return isinstance(value, (int, float)) and np.isfinite(value)
-    return isinstance(value, type(default))
+        ok = isinstance(default, bool) and isinstance(value, bool)
+    elif isinstance(default, (int, float)):
+        ok = _is_number(value)
+    else:
+        ok = isinstance(value, type(default))
+    return None if ok else f'must be like {default!r}'
 
 
 def _read_config(config: str) -> dict[str, Any]:
@@ -98,10 +141,10 @@ def _apply(kind: str, config: str, data: dict[str, Any]) -> dict[str, Any]:
             raise TrackerConfigError(
                 f'{where}: tracker_type {clip(value)!r} differs from the tracker parameter '
                 f'({kind}): set tracker to {clip(value)} or remove tracker_type')
-        if not _same_kind(settings[key], value):
+        rule = _setting_rule(key, settings[key], value)
+        if rule is not None:
             raise TrackerConfigError(
-                f'{where}: tracker configuration: {key} must be like {settings[key]!r}, got '
-                f'{clip(repr(value), 60)}')
+                f'{where}: tracker configuration: {key} {rule}, got {show(value, 60)}')
         settings[key] = value
     if settings.get('with_reid'):
         raise TrackerConfigError(f'{where}: with_reid is not supported here (it needs '
@@ -113,9 +156,10 @@ def tracker_settings(kind: str, config: str = '') -> dict[str, Any]:
     """Return the settings of tracker ``kind``: Ultralytics' defaults, ``config``'s on top.
 
     ``config`` (a YAML file, read bounded through :mod:`.files`) may set any of the defaults'
-    keys with a value of the same type; another key, a ``tracker_type`` naming another tracker,
-    or ReID (which needs appearance features this node does not compute) is refused in one
-    line naming the file and the fix.
+    keys with a value of the same type, a threshold in [0, 1], ``track_buffer`` an integer in
+    [1, :data:`MAX_TRACK_BUFFER`], ``gmc_method`` one of :data:`GMC_METHODS`; another key or
+    value, a ``tracker_type`` naming another tracker, or ReID (which needs appearance features
+    this node does not compute) is refused in one line naming the file and the fix.
     """
     if kind not in TRACKERS[1:]:
         raise TrackerConfigError(f"tracker {clip(kind)!r} is not one of "
@@ -150,6 +194,9 @@ def tracker_config_problem(tracker: str, config: str) -> str | None:
         return problems[0]
     except TrackerConfigError as exc:
         return str(exc)
+    except Exception as exc:  # noqa: BLE001 - a check answers; it never raises into a service
+        return (f'{clip_path(config)}: tracker configuration cannot be checked: '
+                f'{type(exc).__name__}: {clip(exc)}')
 
 
 def check_tracker(value: str, values: Mapping[str, Any]) -> str | None:
@@ -193,14 +240,57 @@ class _Boxes:
         return out
 
 
+class _UltralyticsLog(logging.Filter):
+    """Ultralytics' log records, on a thread inside :meth:`Tracking.update`, to its ``warn``.
+
+    BoT-SORT's camera-motion compensation logs a warning on every frame it cannot use (a
+    featureless or tiny image) to Ultralytics' stdout handler: outside the node's logger and
+    its rate limit. On the thread that runs a tracker these records go to the tracking's
+    ``warn`` instead; every other thread's records go on as before.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._local = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        sink = getattr(self._local, 'sink', None)
+        if sink is None:
+            return True
+        sink(record.getMessage())
+        return False
+
+    @contextmanager
+    def to(self, sink: Callable[[str], None] | None) -> Iterator[None]:
+        """Send this thread's records to ``sink`` meanwhile (None: where they went)."""
+        self._local.sink = sink
+        try:
+            yield
+        finally:
+            self._local.sink = None
+
+
+_LOG = _UltralyticsLog()
+
+
 def _make_tracker(kind: str, settings: dict[str, Any]) -> Any:
     from .loaders.ultralytics import import_ultralytics
 
     import_ultralytics()
     from ultralytics.trackers import BOTSORT, BYTETracker
+    from ultralytics.utils import LOGGER
 
+    if _LOG not in LOGGER.filters:
+        LOGGER.addFilter(_LOG)
     args = types.SimpleNamespace(**settings)
     return BOTSORT(args) if kind == 'botsort' else BYTETracker(args)
+
+
+def _gmc_image(image: np.ndarray | None) -> np.ndarray | None:
+    """``image`` if camera-motion compensation can use it, else None (the tracker skips it)."""
+    if image is None or min(image.shape[:2]) < MIN_GMC_SIDE:
+        return None
+    return image
 
 
 @dataclass
@@ -215,10 +305,17 @@ class _Stream:
 class Tracking:
     """Track ids for one model's detections, with one tracker state per input."""
 
-    def __init__(self, kind: str, config: str = '') -> None:
+    def __init__(self, kind: str, config: str = '',
+                 warn: Callable[[str], None] | None = None) -> None:
+        """Check ``config`` for tracker ``kind`` now (:func:`tracker_settings`).
+
+        ``warn`` gets what Ultralytics logs while a frame is tracked (None: its own handler
+        prints it).
+        """
         self.kind = kind
         self.config = config
         self._settings = tracker_settings(kind, config)
+        self._warn = warn
         self._streams: dict[str, _Stream] = {}
         #: How many times a state started afresh because of its input (not :meth:`reset`).
         self.restarts = 0
@@ -233,8 +330,25 @@ class Tracking:
         """Track one frame; return (indices of the tracked detections, their track ids).
 
         Indices point into the given detections, in their order; ``image`` (BGR) is used by
-        BoT-SORT's camera-motion compensation when its ``gmc_method`` is not ``none``.
+        BoT-SORT's camera-motion compensation when its ``gmc_method`` is not ``none`` and
+        the image has :data:`MIN_GMC_SIDE` pixels a side. A tracker that raises is left
+        half-updated: the input's next frame starts a fresh one.
         """
+        stream = self._stream(key, frame_id, stamp_ns)
+        dets = _Boxes(boxes_xyxy, scores, class_ids)
+        try:
+            with _LOG.to(self._warn):
+                out = stream.tracker.update(dets, _gmc_image(image))
+        except BaseException:
+            self._streams.pop(key, None)
+            raise
+        if len(out) == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        order = np.argsort(out[:, -1], kind='stable')
+        return out[order, -1].astype(np.int64), out[order, 4].astype(np.int64)
+
+    def _stream(self, key: str, frame_id: str, stamp_ns: int) -> _Stream:
+        """The state of input ``key``: a fresh one for a new frame_id or a stamp gone back."""
         stream = self._streams.get(key)
         if stream is None or stream.frame_id != frame_id or stamp_ns < stream.stamp_ns:
             if stream is not None:
@@ -242,9 +356,4 @@ class Tracking:
             stream = self._streams[key] = _Stream(
                 _make_tracker(self.kind, dict(self._settings)), frame_id, stamp_ns)
         stream.stamp_ns = stamp_ns
-        dets = _Boxes(boxes_xyxy, scores, class_ids)
-        out = stream.tracker.update(dets, image)
-        if len(out) == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        order = np.argsort(out[:, -1], kind='stable')
-        return out[order, -1].astype(np.int64), out[order, 4].astype(np.int64)
+        return stream

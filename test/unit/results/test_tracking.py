@@ -115,7 +115,7 @@ def test_a_tracker_config_overrides_the_defaults(tmp_path):
 @pytest.mark.parametrize('text, words', [
     ('track_bufer: 5\n', 'unknown key'),
     ('tracker_type: botsort\n', 'differs from the tracker parameter'),
-    ('track_buffer: many\n', 'track_buffer must be like'),
+    ('track_buffer: many\n', 'track_buffer must be an integer'),
     ('- 1\n- 2\n', 'must be a mapping'),
     ('a: [1\n', 'not valid YAML'),
     ('a: &x 1\nb: *x\n', 'tracker configuration'),
@@ -164,7 +164,7 @@ BAD_CONFIGS = {
     'unknown_tracker_type': (lambda p: p.write_text('tracker_type: kalman\n'),
                              "tracker_type 'kalman' is not one of bytetrack, botsort"),
     'unknown_key': (lambda p: p.write_text('track_bufer: 5\n'), 'unknown key'),
-    'wrong_type': (lambda p: p.write_text('track_buffer: many\n'), 'track_buffer must be like'),
+    'wrong_type': (lambda p: p.write_text('track_buffer: many\n'), 'track_buffer must be an'),
 }
 
 
@@ -206,3 +206,131 @@ def test_the_tracker_parameters_are_checked_together(tmp_path):
     reid = tmp_path / 'reid.yaml'
     reid.write_text('with_reid: true\n')
     assert 'with_reid is not supported' in config.refusal(str(reid), {'tracker': 'none'})
+
+
+def _write(tmp_path, text: str) -> str:
+    path = tmp_path / 'tracker.yaml'
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_huge_integer_is_refused_in_one_line_not_a_type_error(tmp_path):
+    """#37 finding 1: an int NumPy cannot hold (10**29) was handed to np.isfinite, whose
+    TypeError crashed the parameter service and start-up; it is refused like any bad value,
+    whichever the tracker, by the rule of the setting it is given to."""
+    huge = 10 ** 29
+    config = _write(tmp_path, f'track_buffer: {huge}\nmatch_thresh: 0.5\n')
+    for tracker in ('bytetrack', 'botsort', 'none'):
+        reason = _spec('tracker_config').refusal(config, {'tracker': tracker})
+        assert reason is not None and '\n' not in reason, reason
+        assert f'track_buffer must be an integer in [1, 3600], got {huge}' in reason, reason
+    with pytest.raises(TrackerConfigError, match=str(huge)):
+        Tracking('bytetrack', config)
+    # A huge int where a float is expected is refused by its range, not by a crash.
+    config = _write(tmp_path, f'new_track_thresh: {huge}\n')
+    reason = _spec('tracker_config').refusal(config, {'tracker': 'bytetrack'})
+    assert f'new_track_thresh must be a number in [0, 1], got {huge}' in reason, reason
+
+
+#: Settings the tracker cannot use: (tracker, YAML, the words of the refusal).
+BAD_SETTINGS = [
+    ('bytetrack', 'new_track_thresh: 5.0', 'new_track_thresh must be a number in [0, 1], got 5.0'),
+    ('bytetrack', 'track_high_thresh: -0.1', 'track_high_thresh must be a number in [0, 1]'),
+    ('bytetrack', 'track_low_thresh: .inf', 'track_low_thresh must be a number in [0, 1], got inf'),
+    ('bytetrack', 'match_thresh: 1.5', 'match_thresh must be a number in [0, 1]'),
+    ('bytetrack', 'match_thresh: .nan', 'match_thresh must be a number in [0, 1], got nan'),
+    ('bytetrack', 'match_thresh: true', 'match_thresh must be a number in [0, 1], got True'),
+    ('botsort', 'proximity_thresh: 2', 'proximity_thresh must be a number in [0, 1], got 2'),
+    ('botsort', 'appearance_thresh: -1', 'appearance_thresh must be a number in [0, 1]'),
+    ('bytetrack', 'track_buffer: 0', 'track_buffer must be an integer in [1, 3600], got 0'),
+    ('bytetrack', 'track_buffer: -3', 'track_buffer must be an integer in [1, 3600], got -3'),
+    ('bytetrack', 'track_buffer: 3601', 'track_buffer must be an integer in [1, 3600]'),
+    ('bytetrack', 'track_buffer: 2.5', 'track_buffer must be an integer in [1, 3600], got 2.5'),
+    ('bytetrack', 'fuse_score: 1', 'fuse_score must be like True, got 1'),
+    ('botsort', 'gmc_method: bogus', "gmc_method must be one of sparseOptFlow, orb, sift, ecc, "
+                                     "none, got 'bogus'"),
+    ('botsort', 'gmc_method: 3', 'gmc_method must be one of'),
+]
+
+
+@pytest.mark.parametrize('tracker, text, words', BAD_SETTINGS)
+def test_a_setting_the_tracker_cannot_use_is_refused_when_set(tmp_path, tracker, text, words):
+    """#37 findings 2 and 9: gmc_method: bogus was taken and raised in the tracker's first
+    frame; new_track_thresh: 5.0 was taken and every tracked frame had no detection. Each
+    is refused by the tracker_config parameter's rule, naming the file, setting, rule and
+    value, and by the tracker parameter while that file is in place."""
+    config = _write(tmp_path, text + '\n')
+    reason = _spec('tracker_config').refusal(config, {'tracker': tracker})
+    assert reason is not None and '\n' not in reason, reason
+    assert reason.startswith(f'tracker_config {config}: tracker configuration: ')
+    assert words in reason, reason
+    with pytest.raises(TrackerConfigError, match='must be'):
+        Tracking(tracker, config)
+
+
+@pytest.mark.parametrize('method', ['sparseOptFlow', 'orb', 'sift', 'ecc', 'none', 'None',
+                                    'null'])
+def test_every_gmc_method_accepted_is_one_botsort_runs(tmp_path, method):
+    """The methods the check accepts are those the installed Ultralytics' GMC takes: a
+    tracker with each one tracks two frames."""
+    config = _write(tmp_path, f'gmc_method: {method}\ntrack_buffer: 3600\nmatch_thresh: 1\n')
+    assert _spec('tracker_config').refusal(config, {'tracker': 'botsort'}) is None
+    tracking = Tracking('botsort', config)
+    image = np.random.default_rng(0).integers(0, 255, (480, 640, 3), np.uint8)
+    for k in range(2):
+        index, ids = tracking.update(moving_boxes(k), np.array([0.9, 0.8, 0.7]),
+                                     np.array([0, 0, 2]), stamp_ns=k, frame_id='c', image=image)
+    assert sorted(ids.tolist()) == [1, 2, 3]
+
+
+def test_a_check_that_breaks_answers_in_one_line(tmp_path, monkeypatch):
+    """Whatever goes wrong inside the check, it answers with a refusal: an exception raised
+    into the parameter service ends the process."""
+    import vision_nodes.tracking as tracking
+
+    def broken(kind):
+        raise TypeError('unexpected\nvalue')
+    monkeypatch.setattr(tracking, '_packaged_config', broken)
+    config = _write(tmp_path, 'track_buffer: 5\n')
+    reason = _spec('tracker_config').refusal(config, {'tracker': 'bytetrack'})
+    assert 'cannot be checked: TypeError: unexpected' in reason and '\n' not in reason
+
+
+def test_a_tracker_that_raised_starts_afresh_on_the_next_frame(monkeypatch):
+    """Ultralytics' state is half-updated when its update raises: the input's next frame
+    gets a fresh tracker (ids from 1) instead of that state."""
+    tracking = Tracking('bytetrack')
+    run(tracking, frames=3)
+    tracker = tracking._streams['image'].tracker
+
+    def fails(*args, **kwargs):
+        raise ValueError('broken')
+    monkeypatch.setattr(tracker, 'update', fails)
+    with pytest.raises(ValueError):
+        run(tracking, frames=1, start=3)
+    again = run(tracking, frames=1, start=4)
+    assert tracking._streams['image'].tracker is not tracker
+    assert sorted(again[0].values()) == [1, 2, 3]
+
+
+def test_gmc_warnings_go_to_warn_not_stdout(capfd):
+    """BoT-SORT's camera-motion compensation warned on Ultralytics' stdout on every frame 1
+    pixel high (OpenCV fails on it) and on every frame with too few corners to follow,
+    outside the node's rate limit. A frame too small is not given to it; what it says goes
+    to ``warn``."""
+    said: list[str] = []
+    tracking = Tracking('botsort', warn=said.append)
+    scores, classes = np.array([0.9, 0.8, 0.7]), np.array([0, 0, 2])
+    for k in range(4):  # one pixel high: no compensation, nothing said
+        thin = np.full((1, 640, 3), 50 * k, np.uint8)
+        tracking.update(moving_boxes(k), scores, classes, stamp_ns=k, frame_id='thin',
+                        image=thin)
+    assert said == []
+    for k in range(4):  # one square's four corners: too few to follow, said to warn
+        square = np.zeros((480, 640, 3), np.uint8)
+        square[100:140, 100 + k:140 + k] = 255
+        tracking.update(moving_boxes(k), scores, classes, stamp_ns=k, frame_id='square',
+                        image=square)
+    assert said and all('\n' not in line for line in said), said
+    out = capfd.readouterr()
+    assert 'GMC' not in out.out + out.err and 'matching points' not in out.out + out.err
