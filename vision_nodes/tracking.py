@@ -91,14 +91,14 @@ MIN_GMC_SIDE = 16
 
 
 def _is_number(value: Any) -> bool:
-    """A finite int or float, not a bool (an int of any size: NumPy cannot hold some)."""
+    """Say whether ``value`` is a finite int or float, not a bool (an int of any size)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return isinstance(value, int) or math.isfinite(value)
 
 
 def _setting_rule(key: str, default: Any, value: Any) -> str | None:
-    """The rule ``value`` breaks as tracker setting ``key`` (None: it keeps them all)."""
+    """Return the rule ``value`` breaks as tracker setting ``key`` (None: it keeps them all)."""
     if key in UNIT_SETTINGS:
         return None if _is_number(value) and 0 <= value <= 1 else 'must be a number in [0, 1]'
     if key == 'track_buffer':
@@ -348,7 +348,7 @@ class Tracking:
         return out[order, -1].astype(np.int64), out[order, 4].astype(np.int64)
 
     def _stream(self, key: str, frame_id: str, stamp_ns: int) -> _Stream:
-        """The state of input ``key``: a fresh one for a new frame_id or a stamp gone back."""
+        """Return input ``key``'s state: a fresh one for a new frame_id or a stamp gone back."""
         stream = self._streams.get(key)
         if stream is None or stream.frame_id != frame_id or stamp_ns < stream.stamp_ns:
             if stream is not None:

@@ -234,9 +234,11 @@ def test_a_huge_integer_is_refused_in_one_line_not_a_type_error(tmp_path):
 
 #: Settings the tracker cannot use: (tracker, YAML, the words of the refusal).
 BAD_SETTINGS = [
-    ('bytetrack', 'new_track_thresh: 5.0', 'new_track_thresh must be a number in [0, 1], got 5.0'),
+    ('bytetrack', 'new_track_thresh: 5.0',
+     'new_track_thresh must be a number in [0, 1], got 5.0'),
     ('bytetrack', 'track_high_thresh: -0.1', 'track_high_thresh must be a number in [0, 1]'),
-    ('bytetrack', 'track_low_thresh: .inf', 'track_low_thresh must be a number in [0, 1], got inf'),
+    ('bytetrack', 'track_low_thresh: .inf',
+     'track_low_thresh must be a number in [0, 1], got inf'),
     ('bytetrack', 'match_thresh: 1.5', 'match_thresh must be a number in [0, 1]'),
     ('bytetrack', 'match_thresh: .nan', 'match_thresh must be a number in [0, 1], got nan'),
     ('bytetrack', 'match_thresh: true', 'match_thresh must be a number in [0, 1], got True'),
