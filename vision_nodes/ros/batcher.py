@@ -34,7 +34,7 @@ from ..images import ImageConversionError
 from ..parallel import map_frames
 from ..stats import stamp_latency
 from .compressed_input import compressed_to_numpy
-from .frame_path import FramePath
+from .frame_path import FramePath, output_failure
 from .image_input import image_to_array
 from .outputs.protocol import Frame
 
@@ -119,6 +119,9 @@ class FrameBatcher:
             batch = self._collect(first)
             try:
                 self._process(batch)
+            except Exception as exc:  # noqa: BLE001 - the worker outlives any one batch
+                for index, _ in batch:
+                    self._error(index, f'frame dropped: {type(exc).__name__}: {exc}')
             finally:
                 for index, _ in batch:
                     self.cameras[index].reopen()
@@ -169,9 +172,8 @@ class FrameBatcher:
                           result_of=functools.partial(_result_of, results, position))
             for model in models:
                 if model.name in results:
-                    model.outputs.cameras[index].publish(results[model.name][position],
-                                                         msg.header, frame)
-                    done[position] = True
+                    done[position] |= self._publish(model, index, results[model.name][position],
+                                                    frame)
         now_ns = self._node.get_clock().now().nanoseconds
         for ok, (index, msg, _, _) in zip(done, taken):
             if ok:
@@ -180,6 +182,15 @@ class FrameBatcher:
                 processing = time.monotonic() - started
                 self.cameras[index].stats.on_processed(latency, processing)
                 self._frames.stats.on_processed(latency, processing)
+
+    def _publish(self, model: Any, index: int, result: Any, frame: Frame) -> bool:
+        """Publish a result on camera ``index``'s outputs; False (one line) if they raise."""
+        try:
+            model.outputs.cameras[index].publish(result, frame.header, frame)
+        except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
+            self._error(index, output_failure(model.name, exc))
+            return False
+        return True
 
     def error_from(self, index: int) -> Callable[[str], None]:
         """Return what counts and logs an error about one of camera ``index``'s frames."""

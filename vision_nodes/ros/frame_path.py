@@ -166,6 +166,8 @@ class FramePath:
                 return
             try:
                 self._process(*item)
+            except Exception as exc:  # noqa: BLE001 - the thread outlives any one frame
+                self.frame_error(f'frame dropped: {type(exc).__name__}: {exc}')
             finally:
                 self.reopen()
 
@@ -242,9 +244,26 @@ class FramePath:
             return False
         finally:
             done.set_result(result)
-        model.outputs.publish(result, frame.header, frame)
+        return self._publish(model, result, frame)
+
+    def _publish(self, model: ServedModel, result: Any, frame: Frame) -> bool:
+        """Publish one model's result; False (the frame dropped, one line) if its outputs raise.
+
+        The outputs run code that is not the node's (a tracker, drawing, 3D): whatever they
+        raise costs this frame, never the inference thread.
+        """
+        try:
+            model.outputs.publish(result, frame.header, frame)
+        except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
+            self.frame_error(output_failure(model.name, exc))
+            return False
         mark('publish')
         return True
+
+
+def output_failure(model: str, exc: BaseException) -> str:
+    """Return the one line saying that a model's outputs failed on a frame, and why."""
+    return f"model '{model}': outputs failed on a frame (dropped): {type(exc).__name__}: {exc}"
 
 
 def _with_sources(models: list[ServedModel], wanted: list[ServedModel]) -> list[ServedModel]:
