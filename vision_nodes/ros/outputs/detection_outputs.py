@@ -27,6 +27,7 @@ from ...text import clip
 from ...tracking import Tracking, TrackerConfigError
 from ..depth_topic import stamp_ns
 from ..cdr import encode_image
+from ..log_limiter import LogLimiter
 from .detection3d_outputs import Detection3DOutputs
 from .detection_messages import detections_to_cdr
 from .detection_switches import SWITCHES, DetectionSwitches
@@ -74,6 +75,9 @@ class DetectionOutputs:
             (LabelInfo, f'{namespace}label_info', LATCHED)])
         self._active = False
         self._tracking: Tracking | None = None
+        #: What the tracker's library says while tracking (BoT-SORT's motion compensation
+        #: failing on a frame), as rate-limited warnings of the node.
+        self._tracker_says = LogLimiter(node.get_logger().warning)
         #: Why tracking is off although a tracker is set (a bad tracker_config), or ''.
         self._tracking_off = ''
         self._3d: Detection3DOutputs | None = None
@@ -150,11 +154,16 @@ class DetectionOutputs:
         if params.tracker == 'none':
             return
         try:
-            self._tracking = Tracking(params.tracker, params.tracker_config)
+            self._tracking = Tracking(params.tracker, params.tracker_config,
+                                      warn=self._tracker_warning)
         except (TrackerConfigError, OSError) as exc:
             self._tracking_off = f'off: {clip(exc, 600)}'
             self._node.get_logger().error(
                 f"model '{self._name}': tracking is {self._tracking_off}")
+
+    def _tracker_warning(self, text: str) -> None:
+        """Log what the tracker's library said on a frame: one rate-limited warning."""
+        self._tracker_says(f"model '{self._name}': tracker: {text}")
 
     def publish(self, result: Detections, header: Any, frame: Any) -> None:
         """Track, then publish one frame's detections and the extras someone listens to."""
