@@ -3,7 +3,8 @@
 One node process per task walks the backends (configure, activate, one frame, cleanup). Each
 frame is checked against Ultralytics' own ``predict`` on the same test model: boxes IoU >= 0.9,
 the ``instance_mask`` (mono16) against Ultralytics' masks painted the same way (higher score on
-top) IoU >= 0.9 per instance, keypoints within 2 px; and the ids tie the topics together:
+top) IoU >= 0.9 per instance (at a reduced precision, a bound per instance: ``_edge_bound``),
+keypoints within 2 px; and the ids tie the topics together:
 Detection2D ids are the indices, mask value = 1 + id, Keypoints2D ids equal Detection2D ids.
 """
 
@@ -23,6 +24,7 @@ from vision_msgs.msg import Detection2DArray  # noqa: E402
 from vision_nodes_msgs.msg import Keypoints2DArray  # noqa: E402
 
 from detection_match import iou  # noqa: E402
+from ultralytics_reference import mask_iou  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
 from vision_nodes.tasks.instances import COCO_KEYPOINTS  # noqa: E402
@@ -81,6 +83,27 @@ def _reference_labels(ref) -> np.ndarray:
     return labels
 
 
+def _edge_bound(mask: np.ndarray, ref) -> float:
+    """The IoU a reduced precision's mask must reach against fp32's: 0.9, or less for a thin one.
+
+    bf16 moves a box's edges by up to one network pixel (OpenVINO's CPU plugin runs the
+    head's DFL in bf16; measured on bus.jpg, AVX-512 BF16 and AMX alike), and a mask is cut
+    at its box, so a mask may gain or lose one network pixel at its edges. For the big masks
+    that is within 0.9; this seeded test model's stop sign at the image's left edge
+    (../shared/models/README.md: the mask branch is not trained, its logits sit within 0.02
+    of the threshold) is 2-3 network pixels wide, and its box's left edge at 0.1 (fp32) or 0
+    (bf16 on the AVX-512 BF16 EPYC) takes one more column of positive logits: IoU 0.695.
+    The bound is that instance's own IoU with itself grown by one network pixel all round
+    (what a one-pixel move of every edge can cost it), less 0.05 for the resampling to source
+    pixels; never above 0.9.
+    """
+    import cv2
+
+    pixel = int(np.ceil(max(ref.orig_shape) / 640))  # one network pixel in source pixels
+    grown = cv2.dilate(mask.astype(np.uint8), np.ones((2 * pixel + 1,) * 2, np.uint8)) > 0
+    return min(0.9, mask_iou(mask, grown) - 0.05)
+
+
 def _walk_backends(h: Harness, frame: Image, answers, extra, check) -> None:
     c = h.client
     images = c.publisher(Image, '/image', 10)
@@ -115,11 +138,11 @@ def test_segment_through_the_node(model_dir, engine_cache_dir, bus_bgr, bus_msg)
             ids = [d.id for d in detections.detections]
             assert ids == [str(i) for i in range(len(ids))]
             assert set(np.unique(labels)) <= set(range(len(ids) + 1))
+            reduced = h.client.get_parameters('precision_in_use')['precision_in_use'] != 'fp32'
             for j, i in enumerate(_match(detections, ref)):
                 ours, want = labels == int(ids[i]) + 1, expected == j + 1
-                overlap = np.logical_and(ours, want).sum() / max(np.logical_or(ours, want).sum(),
-                                                                 1)
-                assert overlap >= 0.9, (backend, j, overlap)
+                bound = _edge_bound(want, ref) if reduced else 0.9
+                assert mask_iou(ours, want) >= bound, (backend, j, mask_iou(ours, want), bound)
 
         _walk_backends(h, bus_msg, answers, masks, check)
     finally:
