@@ -5,7 +5,9 @@
 
 Useful to try a node without a camera, and used by the tests and benchmarks as a camera in
 a process of its own (a publisher in the measuring process would share its interpreter).
-Each message gets the current time as its stamp and ``frame_<n>`` as its frame id.
+Each message gets the current time as its stamp and ``--frame-id`` (default ``camera``) as
+its frame id, the same on every frame as a camera driver's optical frame: a node's tracker
+starts afresh whenever the frame id changes.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('image', help='an image file OpenCV can read')
     parser.add_argument('--topic', default='image')
+    parser.add_argument('--frame-id', default='camera',
+                        help="every message's header.frame_id (the camera's optical frame)")
     parser.add_argument('--rate', type=float, default=30.0, help='messages per second')
     parser.add_argument('--seconds', type=float, default=0.0, help='0: until interrupted')
     parser.add_argument('--reliability', choices=('reliable', 'best_effort'),
@@ -56,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     # A ROS argument rcl refuses ends the process with one line and exit code 2.
     node = start_node(lambda: rclpy.create_node('image_publisher'),
                       ['--ros-args', *ros_args] if ros_args else None, 'image_publisher')
+    msg.header.frame_id = args.frame_id
     reliability = {'reliable': ReliabilityPolicy.RELIABLE,
                    'best_effort': ReliabilityPolicy.BEST_EFFORT}[args.reliability]
     pub = node.create_publisher(msg_type, topic, QoSProfile(
@@ -67,7 +72,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         while time.monotonic() < end:
             msg.header.stamp = node.get_clock().now().to_msg()
-            msg.header.frame_id = f'frame_{sent}'
             pub.publish(msg)
             sent += 1
             next_at += period
