@@ -147,3 +147,21 @@ def test_one_rule_says_when_a_change_applies():
     locked = when_refused(SPECS['backend'], 'backend', 'inactive', '/vn')
     assert locked.startswith("backend is locked while the node is configured (state "
                              "'inactive')"), locked
+
+
+def test_a_huge_tracker_setting_is_refused_at_start_up_and_when_set(context, tmp_path):
+    """#37 finding 1: a track_buffer of 10**29 raised TypeError inside the check, which ended
+    the process at start-up and in the parameter service; it is one refusal line in both."""
+    path = tmp_path / 'huge.yaml'
+    path.write_text(f'track_buffer: {10 ** 29}\n')
+    rule = f'track_buffer must be an integer in [1, 3600], got {10 ** 29}'
+    node = VisionNode('policy_tracker', context=context, parameter_overrides=[
+        Parameter('tracker', value='bytetrack'), Parameter('tracker_config', value=str(path))])
+    try:
+        error = node.parameters.errors['tracker_config']
+        assert rule in error and '\n' not in error, error
+        assert node.get_parameter('tracker_config').value == ''
+        result = node.set_parameters([Parameter('tracker_config', value=str(path))])[0]
+        assert not result.successful and rule in result.reason, result.reason
+    finally:
+        node.destroy_node()
