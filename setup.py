@@ -8,7 +8,8 @@ package_name = 'vision_nodes'
 
 # Dependency groups: a runtime-only deployment installs `onnx` or `openvino` and never needs
 # torch or ultralytics. On a ROS install these come from rosdep/apt instead.
-RUNTIME = ['numpy>=1.22', 'PyYAML>=5.4', 'opencv-python-headless>=4.6', 'simplejpeg>=1.7']
+RUNTIME = ['numpy>=1.22', 'PyYAML>=5.4', 'opencv-python-headless>=4.6', 'simplejpeg>=1.7',
+           'pycocotools>=2.0.7']
 # The TensorRT backend reads the ONNX (labels, external weights) with onnx; TensorRT 11 has no
 # fp16 builder flag, so fp16 there builds from an fp16-converted ONNX (onnxconverter-common,
 # when ONNX Runtime's own converter is not installed).
