@@ -9,7 +9,10 @@ rectified images or accept the error near the edges); the width and height are t
 back-projected at that depth; the depth extent is the range between the 10th and the 90th
 percentile of the valid depths. Coordinates are the camera's
 optical frame (x right, y down, z forward), in metres. A detection with too few valid depths
-is left out (and counted by the caller).
+is left out (and counted by the caller). K is read from camera_info checked for the image
+(:meth:`Intrinsics.for_image`: a camera_info of another size rescaled only when it has the
+image's aspect ratio, focal lengths in a range where back-projection stays finite, the
+principal point inside the image), and a box that is still not finite is left out.
 """
 
 from __future__ import annotations
@@ -29,6 +32,10 @@ EXTENT_PERCENTILES = (10.0, 90.0)
 #: its depths (a box's core: a grid of its pixels; a mask: its valid depths): they hardly
 #: move, and the cost stays flat whatever the size of the box.
 MAX_SAMPLES = 4096
+#: Focal lengths accepted, in multiples of the image's larger side: below, the field of view
+#: is all but 180 degrees, which a pinhole K cannot describe, and back-projection overflows
+#: as f -> 0 (a denormal fx gave infinite boxes); above, it is thousandths of a degree.
+FOCAL_RANGE = (1e-3, 1e4)
 
 
 class IntrinsicsError(ValueError):
@@ -55,6 +62,55 @@ class Intrinsics:
                                   'uncalibrated camera sends K all zero): calibrate the camera '
                                   'or publish its intrinsics on camera_info')
         return cls(float(values[0]), float(values[4]), float(values[2]), float(values[5]))
+
+    @classmethod
+    def for_image(cls, k: np.ndarray | list, info_size: tuple[int, int],
+                  image_shape: tuple[int, int]) -> 'Intrinsics':
+        """K of a camera_info of ``info_size`` (width, height; 0 = unknown) for an image.
+
+        ``image_shape`` is the image's (height, width). A camera_info of another size with the
+        image's aspect ratio (to within the rounding of either size) is rescaled to it; one of
+        another aspect ratio is refused, as stretching K unevenly would put every 3D box in
+        the wrong place. The result must have focal lengths within :data:`FOCAL_RANGE` and its
+        principal point inside the image (:meth:`check_for`). Raises IntrinsicsError in one
+        line.
+        """
+        intrinsics = cls.from_k(k)
+        width, height = (int(v) for v in info_size)
+        rows, cols = (int(v) for v in image_shape)
+        if width and height and (height, width) != (rows, cols):
+            sx, sy = cols / width, rows / height
+            if abs(sx / sy - 1) > 0.5 * (1 / width + 1 / height + 1 / cols + 1 / rows):
+                raise IntrinsicsError(
+                    f'camera_info is {width}x{height} but the image is {cols}x{rows}, another '
+                    f'aspect ratio ({width / height:.4g} against {cols / rows:.4g}): its K '
+                    'cannot be rescaled to the image; publish the camera_info of these images')
+            intrinsics = cls(intrinsics.fx * sx, intrinsics.fy * sy,
+                             (intrinsics.cx + 0.5) * sx - 0.5, (intrinsics.cy + 0.5) * sy - 0.5)
+        intrinsics.check_for((rows, cols))
+        return intrinsics
+
+    def check_for(self, image_shape: tuple[int, int]) -> None:
+        """Refuse (IntrinsicsError, one line) a K whose 3D boxes on this image would be wrong.
+
+        The focal lengths must be within :data:`FOCAL_RANGE` times the image's larger side
+        (so the back-projection of every pixel is finite), the principal point inside the
+        image (pixel-centre coordinates: -0.5 to width - 0.5).
+        """
+        rows, cols = image_shape
+        side = max(rows, cols)
+        low, high = FOCAL_RANGE[0] * side, FOCAL_RANGE[1] * side
+        if not (low <= self.fx <= high and low <= self.fy <= high):
+            raise IntrinsicsError(
+                f'camera_info K has fx {self.fx:.6g}, fy {self.fy:.6g} (image pixels), outside '
+                f'[{low:.6g}, {high:.6g}] ({FOCAL_RANGE[0]:g} to {FOCAL_RANGE[1]:g} times the '
+                f"image's larger side, {side} px), where 3D boxes would not be finite or "
+                "right: publish the camera's calibrated K")
+        if not (-0.5 <= self.cx <= cols - 0.5 and -0.5 <= self.cy <= rows - 0.5):
+            raise IntrinsicsError(
+                f'camera_info K has its principal point (cx {self.cx:.6g}, cy {self.cy:.6g}, '
+                f'image pixels) outside the {cols}x{rows} image: publish the camera\'s '
+                'calibrated K')
 
 
 @dataclass
@@ -145,7 +201,14 @@ def boxes_3d(boxes_xyxy: np.ndarray, depth: np.ndarray, k: Intrinsics,
     # Box edges are pixel boundaries; K's principal point is in pixel-centre coordinates.
     u = (kept[:, 0] + kept[:, 2]) / 2 - 0.5
     v = (kept[:, 1] + kept[:, 3]) / 2 - 0.5
-    centers = np.stack([(u - k.cx) * z / k.fx, (v - k.cy) * z / k.fy, z], axis=1)
-    sizes = np.stack([(kept[:, 2] - kept[:, 0]) * z / k.fx,
-                      (kept[:, 3] - kept[:, 1]) * z / k.fy, np.asarray(extents)], axis=1)
-    return Boxes3D(index, centers.reshape(-1, 3), sizes.reshape(-1, 3))
+    with np.errstate(over='ignore', invalid='ignore'):  # what overflows is left out below
+        centers = np.stack([(u - k.cx) * z / k.fx, (v - k.cy) * z / k.fy, z], axis=1)
+        sizes = np.stack([(kept[:, 2] - kept[:, 0]) * z / k.fx,
+                          (kept[:, 3] - kept[:, 1]) * z / k.fy, np.asarray(extents)], axis=1)
+    centers, sizes = centers.reshape(-1, 3), sizes.reshape(-1, 3)
+    # A box that is not finite is left out, not published (a K checked with check_for and
+    # finite depths give none).
+    finite = np.isfinite(centers).all(axis=1) & np.isfinite(sizes).all(axis=1)
+    if not finite.all():
+        index, centers, sizes = index[finite], centers[finite], sizes[finite]
+    return Boxes3D(index, centers, sizes)

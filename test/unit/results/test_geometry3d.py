@@ -100,6 +100,54 @@ def test_unusable_intrinsics_are_refused_in_one_line(k, words):
         Intrinsics.from_k(k)
 
 
+def _k(fx: float, fy: float, cx: float, cy: float) -> list[float]:
+    return [fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]
+
+
+def test_a_camera_info_of_the_images_aspect_ratio_is_rescaled_another_refused():
+    """640x480 K for 1280x960 images is doubled (pixel-centre principal point); for 810x1080
+    images (x1.27, x2.25) it is refused in one line naming both sizes, not stretched."""
+    k = _k(525.0, 520.0, 319.5, 239.5)
+    doubled = Intrinsics.for_image(k, (640, 480), (960, 1280))
+    assert (doubled.fx, doubled.fy, doubled.cx, doubled.cy) == (1050.0, 1040.0, 639.5, 479.5)
+    assert Intrinsics.for_image(k, (640, 480), (480, 640)) == Intrinsics(525.0, 520.0, 319.5,
+                                                                         239.5)
+    assert Intrinsics.for_image(k, (0, 0), (480, 640)).fx == 525.0  # size unknown: as it is
+    # Sizes rounded to whole pixels keep their aspect ratio: 1280x720 shown at 853x480.
+    wide = Intrinsics.for_image(_k(900.0, 900.0, 639.5, 359.5), (1280, 720), (480, 853))
+    assert wide.fx == pytest.approx(900.0 * 853 / 1280) and wide.fy == pytest.approx(600.0)
+    for size, shape in [((640, 480), (1080, 810)), ((1920, 1080), (1088, 1920))]:
+        with pytest.raises(IntrinsicsError) as info:
+            Intrinsics.for_image(k, size, shape)
+        text = str(info.value)
+        assert '\n' not in text and 'another aspect ratio' in text
+        assert f'{size[0]}x{size[1]}' in text and f'{shape[1]}x{shape[0]}' in text
+
+
+@pytest.mark.parametrize('k, words', [
+    (_k(5e-324, 5e-324, 319.5, 239.5), 'fx 4.94066e-324'),  # a denormal: inf boxes before
+    (_k(0.1, 0.1, 319.5, 239.5), 'outside [0.64, 6.4e+06]'),
+    (_k(1e9, 1e9, 319.5, 239.5), 'outside [0.64, 6.4e+06]'),
+    (_k(525.0, 5e-300, 319.5, 239.5), 'fy 5e-300'),
+    (_k(525.0, 520.0, 700.0, 239.5), 'principal point (cx 700'),
+    (_k(525.0, 520.0, 319.5, -3.0), 'principal point'),
+])
+def test_focal_lengths_out_of_range_and_a_principal_point_outside_are_refused(k, words):
+    with pytest.raises(IntrinsicsError) as info:
+        Intrinsics.for_image(k, (640, 480), (H, W))
+    assert words in str(info.value) and '\n' not in str(info.value)
+
+
+def test_3d_boxes_are_finite_even_with_a_denormal_focal_length():
+    """boxes_3d given K as it is (unchecked) leaves out what would not be finite."""
+    depth, boxes = scene(OBJECTS)
+    out = boxes_3d(boxes, depth, Intrinsics(5e-324, 5e-324, 319.5, 239.5), (H, W))
+    assert np.isfinite(out.centers).all() and np.isfinite(out.sizes).all()
+    assert out.centers.shape == (len(out), 3) and out.sizes.shape == (len(out), 3)
+    near = boxes_3d(boxes, depth, Intrinsics(0.64, 0.64, 0.0, 0.0), (H, W))  # the lowest
+    assert len(near) == len(OBJECTS) and np.isfinite(near.centers).all()
+
+
 @pytest.mark.parametrize('dtype', [np.float32, np.uint16])  # 32FC1 metres, 16UC1 mm
 @pytest.mark.parametrize('n', [1, 2, 3, 10, 101, 4096, 9000])
 def test_percentiles_by_one_sort_equal_numpys(n, dtype):
