@@ -46,6 +46,7 @@ def test_namespaces_that_would_mix_cameras_are_refused_in_one_line(topics, overr
     (['/a/image', '/a/image'], ["lists '/a/image' twice"]),
     (['/a/image', ' '], ['empty entry']),
     (['/a/bad name'], ["'/a/bad name' is not a valid ROS name"]),
+    (['/a/{nope}/image'], ["'/a/{nope}/image' is not a valid ROS name (unknown substitution"]),
 ])
 def test_bad_topic_lists_are_refused_by_the_parameter_check(value, words):
     reason = validate('image_topics', value)

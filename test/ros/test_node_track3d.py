@@ -7,7 +7,7 @@
 * 3D from a depth topic: a synthetic aligned depth image (a plane at a known distance, with
   holes) and a known K give centres and sizes within 5 cm of the analytic values, with the
   image's frame_id; 16UC1 and 32FC1; ``depth_slop`` changes live; without K the node says
-  why once;
+  why once; a bad ``depth_topic`` is refused when given, in one line naming it;
 * 3D from a depth model of the node (``model:<name>``, random-weights Depth Anything): a
   Detection3DArray from one RGB stream;
 * ``annotated``: a bgr8 picture with the image's header.
@@ -258,6 +258,33 @@ def test_3d_without_intrinsics_says_why_once(model_dir, engine_cache_dir, bus_bg
             assert _exchange(images, dets, _image(bus_bgr, sec + more), [(infos, zero)])
         assert h.node.output().count('K all zero') == 1
         assert dets3.get(1.0) is None
+    finally:
+        h.close()
+
+
+def test_a_bad_depth_topic_is_refused_when_given_in_one_line(model_dir, engine_cache_dir):
+    """depth_topic is checked as image_topics' entries are: at start-up (the default stays)
+    and at every set, in one line naming the parameter, the value and the rule; activate then
+    works (before, 'bad name!' was taken and activate failed with rcl's RCLError)."""
+    h = Harness(_params(engine_cache_dir, depth_source='topic', depth_topic='bad name!'),
+                'vn_3d_bad_topic')
+    try:
+        c = h.client
+        line = "parameter depth_topic: depth_topic 'bad name!' is not a valid ROS name ("
+        assert h.node.wait_for_output(line, 30.0), h.node.output()[-3000:]
+        assert c.get_parameters('depth_topic') == {'depth_topic': 'depth_registered/image_rect'}
+        for value, rule in [('bad name!', 'must not contain characters'),
+                            ('{nope}/depth', 'unknown substitution'),
+                            ('depth//image', "repeated '/'"), ('', 'is empty')]:
+            result = c.set_parameters(depth_topic=value)[0]
+            assert not result.successful, value
+            assert result.reason.startswith('depth_topic ') and rule in result.reason, \
+                result.reason
+            assert '\n' not in result.reason
+        assert c.get_parameters('depth_topic') == {'depth_topic': 'depth_registered/image_rect'}
+        assert all(r.successful for r in c.set_parameters(depth_topic='~/aligned_depth'))
+        assert c.change_state('configure', timeout=600) and c.change_state('activate'), \
+            h.node.output()[-3000:]
     finally:
         h.close()
 

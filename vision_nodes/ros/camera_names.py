@@ -11,25 +11,58 @@ configure, naming the fix.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 from ..text import clip, show
 
+#: The characters a ROS name may hold (rcl's rules for their order are checked by rcl).
+_NAME_CHARACTERS = re.compile(r'[A-Za-z0-9_/~{}]*')
+
+
+def name_problem(name: str) -> str | None:
+    """Return why rcl would refuse the topic or namespace ``name`` (the rule), None if fine.
+
+    The name is expanded as rcl does (``~``, ``{node}``, ``{ns}``; an unknown substitution is
+    refused) and the result validated as a full name, so what passes here also passes at
+    activate, where rcl resolves it.
+    """
+    from rclpy.exceptions import InvalidTopicNameException
+    from rclpy.expand_topic_name import expand_topic_name
+    from rclpy.validate_full_topic_name import validate_full_topic_name
+
+    if not _NAME_CHARACTERS.fullmatch(name):  # before rcl, which reads a C string
+        return ("a name has only ASCII letters, digits, '_', '/', and '~', '{', '}' "
+                'for substitutions')
+    try:
+        validate_full_topic_name(expand_topic_name(name, 'node', '/'))
+    except InvalidTopicNameException as exc:
+        why = str(exc).splitlines()[0] if str(exc) else ''
+        return clip(why.removeprefix('Invalid topic name: ').rstrip(':') or 'invalid', 200)
+    except ValueError as exc:  # rcl's expansion: "topic name 'x' is invalid: <rule>, at <file>"
+        why = str(exc).splitlines()[0] if str(exc) else ''
+        why = why.split(' is invalid: ', 1)[-1].rsplit(', at ', 1)[0]
+        return clip(why or 'invalid', 200)
+    return None
+
+
+def check_topic(param: str, value: str) -> str | None:
+    """Return why ``value`` of the topic-name parameter ``param`` is refused; None if fine."""
+    if not value.strip():
+        return f'{param} is empty: give a topic name'
+    why = name_problem(value.strip())
+    return None if why is None else f'{param} {show(value, 80)} is not a valid ROS name ({why})'
+
 
 def check_names(param: str, value: Any) -> str | None:
     """Return why ``value`` (a list of topic names or namespaces) is refused; None if fine."""
-    from rclpy.exceptions import InvalidTopicNameException
-    from rclpy.validate_topic_name import validate_topic_name
-
     seen = set()
     for name in value:
         if not name.strip():
             return f'{param} has an empty entry: give a topic name or remove it'
-        try:
-            validate_topic_name(name.strip().rstrip('/') or '/x')
-        except InvalidTopicNameException as exc:
-            why = str(exc).splitlines()[0] if str(exc) else 'not a valid ROS name'
-            return f'{param} entry {show(name, 80)} is not a valid ROS name ({clip(why, 200)})'
+        why = name_problem(name.strip().rstrip('/') or '/x')
+        if why is not None:
+            return f'{param} entry {show(name, 80)} is not a valid ROS name ({why})'
         key = name.strip().rstrip('/')
         if key in seen:
             return f'{param} lists {show(name, 80)} twice'

@@ -13,6 +13,17 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from ...param_spec import ParamSpec
+from ..camera_names import check_topic
+
+
+def check_depth_topic(value: str, values: Mapping[str, Any]) -> str | None:
+    """Check ``depth_topic`` when it is given: a name rcl can resolve (as image_topics' entries).
+
+    Unchecked, a bad name was taken and failed activate with rcl's own error, which does not
+    name the parameter.
+    """
+    return check_topic('depth_topic', value)
+
 
 #: Where 3D boxes read depth, and whether the annotated picture is published.
 SWITCHES: tuple[ParamSpec, ...] = (
@@ -24,7 +35,8 @@ SWITCHES: tuple[ParamSpec, ...] = (
     ParamSpec('depth_topic', 'depth_registered/image_rect',
               'Depth image aligned with the colour image (32FC1 metres or 16UC1 millimetres, '
               'NaN/0 = no return) for depth_source topic. With image_topics a relative name, '
-              "read beside each camera's image topic.", applies='activate'),
+              "read beside each camera's image topic.", applies='activate',
+              check=check_depth_topic),
     ParamSpec('depth_slop', 0.05,
               'Seconds a depth image\'s stamp may differ from the colour image\'s to pair.',
               float_range=(0.0, 10.0), applies='live'),
