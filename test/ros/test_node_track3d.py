@@ -7,7 +7,8 @@
 * 3D from a depth topic: a synthetic aligned depth image (a plane at a known distance, with
   holes) and a known K give centres and sizes within 5 cm of the analytic values, with the
   image's frame_id; 16UC1 and 32FC1; ``depth_slop`` changes live; without K the node says
-  why once; a bad ``depth_topic`` is refused when given, in one line naming it;
+  why once; when the depth camera stops, 2D goes on at the input rate and 3D says why once;
+  a bad ``depth_topic`` is refused when given, in one line naming it;
 * 3D from a depth model of the node (``model:<name>``, random-weights Depth Anything): a
   Detection3DArray from one RGB stream;
 * ``annotated``: a bgr8 picture with the image's header.
@@ -258,6 +259,75 @@ def test_3d_without_intrinsics_says_why_once(model_dir, engine_cache_dir, bus_bg
             assert _exchange(images, dets, _image(bus_bgr, sec + more), [(infos, zero)])
         assert h.node.output().count('K all zero') == 1
         assert dets3.get(1.0) is None
+    finally:
+        h.close()
+
+
+def _diagnostic(msg, key: str) -> str | None:
+    return {kv.key: kv.value for s in msg.status for kv in s.values}.get(key)
+
+
+def test_2d_goes_on_at_the_input_rate_when_the_depth_camera_stops(model_dir, engine_cache_dir,
+                                                                  bus_bgr):
+    """depth_slop 10 s: after the depth camera stops, each frame's 2D detections still go out
+    at once (nothing waits for depth on the inference thread: before, each frame waited
+    depth_slop for it and nearly all were dropped); 3D says why in one line, once, the
+    diagnostics count the frames; depth back, 3D comes back."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    h = Harness(_params(engine_cache_dir, depth_source='topic', depth_topic='aligned_depth',
+                        depth_slop=10.0), 'vn_3d_stop')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        dets = c.subscribe(Detection2DArray, '/detections', 50)
+        dets3 = c.subscribe(Detection3DArray, '/detections_3d', 20)
+        diagnostics = c.subscribe(DiagnosticArray, '/diagnostics', 10)
+        images = c.publisher(Image, '/image', 10)
+        depths = c.publisher(Image, '/aligned_depth', 10)
+        infos = c.publisher(CameraInfo, '/camera_info', 10)
+        assert wait_for(lambda: depths.get_subscription_count() > 0
+                        and infos.get_subscription_count() > 0, 30.0)
+        height, width = bus_bgr.shape[:2]
+        info = _camera_info(width, height)
+        plane = np.full((height, width), 3.0, np.float32)
+        msg = _image(bus_bgr, 100)
+        pairs = [(infos, info), (depths, _depth_msg(plane, msg.header, '32FC1'))]
+        assert _exchange(images, dets3, msg, pairs) is not None, h.node.output()[-3000:]
+        # The depth camera stops (its last image at 100 s): frames from 120 s on, each sent
+        # after the one before is answered (or after 2 s without), camera_info going on.
+        frames, seen = 10, set()
+
+        def collect(sec: int, timeout: float) -> bool:
+            deadline = time.monotonic() + timeout
+            while sec not in seen:
+                got = dets.get(max(0.0, deadline - time.monotonic()))
+                if got is None:
+                    break
+                seen.add(got.header.stamp.sec)
+            return sec in seen
+        sent = list(range(120, 120 + frames))
+        for sec in sent:
+            infos.publish(info)
+            images.publish(_image(bus_bgr, sec))
+            collect(sec, 2.0)
+        wait_for(lambda: collect(sent[-1], 0.1) and set(sent) <= seen, 30.0)
+        answered = len(set(sent) & seen)
+        assert answered >= frames - 2, (answered, sorted(seen))
+        line = 'no 3D detections for frames without a depth image on '
+        assert h.node.wait_for_output(line, 30.0)
+        out = h.node.output()
+        assert out.count(line) == 1 and "'/aligned_depth' within depth_slop (10 s)" in out
+        assert '20 s before' in out
+
+        def counted(m):
+            value = _diagnostic(m, '3D frames without depth')
+            return value is not None and int(value) >= answered
+        assert diagnostics.get(30.0, counted) is not None
+        # Depth again: 3D again.
+        msg = _image(bus_bgr, 140)
+        pairs = [(infos, info), (depths, _depth_msg(plane, msg.header, '32FC1'))]
+        assert _exchange(images, dets3, msg, pairs) is not None
     finally:
         h.close()
 

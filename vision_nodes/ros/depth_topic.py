@@ -1,10 +1,12 @@
 """An aligned depth image topic, paired with colour frames by stamp (``depth_source: topic``).
 
 REP 118 depth images: ``32FC1`` in metres or ``16UC1`` in millimetres, NaN or 0 where the
-sensor has no return. The newest few are kept; a colour frame takes the one whose stamp is
-nearest its own within ``depth_slop`` seconds, waiting up to that long for one still on its
-way (``message_filters`` is not available everywhere the node runs, and one pairing rule for
-one pair of topics needs no more than this). The subscription's QoS is chosen at activation
+sensor has no return. The newest few are kept; a colour frame takes, of those that have
+arrived, the one whose stamp is nearest its own (the caller holds it to ``depth_slop``). It
+never waits for one still on its way: the frame's 2D results would wait with it, and a depth
+camera that stops would hold every frame for ``depth_slop`` (``message_filters`` is not
+available everywhere the node runs, and one pairing rule for one pair of topics needs no more
+than this). The subscription's QoS is chosen at activation
 as the image's ``qos_reliability: auto`` chooses it (reliable unless a publisher present then
 is best effort). The subscription is raw, read in place like the image's (:mod:`.cdr`): the
 depth pixels stay in the bytes rclpy took, and bytes that are not a well-formed ``Image``
@@ -70,7 +72,7 @@ class DepthTopic:
     def __init__(self, node: Any, topic: str) -> None:
         self._node = node
         self._images: deque = deque(maxlen=KEEP)
-        self._arrived = threading.Condition()
+        self._lock = threading.Lock()
         #: The topic as resolved (for messages).
         self.topic_name = node.resolve_topic_name(topic)
         # Reliable unless a publisher there is best effort (depth images are large: a
@@ -90,31 +92,19 @@ class DepthTopic:
             self._node.get_logger().error(f'depth_topic: skipping depth image: {exc}',
                                           throttle_duration_sec=5.0)
             return
-        with self._arrived:
+        with self._lock:
             self._images.append((stamp_ns(msg.header.stamp), msg))
             self.heard = True
-            self._arrived.notify_all()
 
-    def _nearest(self, stamp: int, slop_ns: int) -> tuple[Any, bool]:
-        """Return (the image nearest ``stamp`` within slop or None, whether a later came)."""
-        best, later = None, False
-        for got, msg in self._images:
-            later = later or got > stamp + slop_ns
-            if abs(got - stamp) <= slop_ns and (best is None or
-                                                abs(got - stamp) < abs(best[0] - stamp)):
-                best = (got, msg)
-        return (best[1] if best else None), later
+    def nearest(self, stamp: Any) -> tuple[Any, float] | None:
+        """Return the depth image nearest ``stamp`` of those that have arrived (None: none).
 
-    def match(self, stamp: Any, slop_s: float) -> Any:
-        """Return the depth image paired with a colour frame of ``stamp`` (None: none)."""
-        target, slop_ns = stamp_ns(stamp), int(slop_s * 1e9)
-        with self._arrived:
-            msg, later = self._nearest(target, slop_ns)
-            if msg is None and not later:
-                self._arrived.wait_for(lambda: any(self._nearest(target, slop_ns)),
-                                       timeout=slop_s)
-                msg, _ = self._nearest(target, slop_ns)
-        return msg
+        With it, its stamp minus ``stamp`` in seconds. Never waits.
+        """
+        target = stamp_ns(stamp)
+        with self._lock:
+            best = min(self._images, key=lambda item: abs(item[0] - target), default=None)
+        return None if best is None else (best[1], (best[0] - target) / 1e9)
 
     def destroy(self) -> None:
         """Destroy the subscription."""

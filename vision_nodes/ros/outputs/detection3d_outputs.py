@@ -3,13 +3,18 @@
 ``depth_source`` says where depth comes from: ``topic`` (an aligned depth image on
 ``depth_topic``, paired by stamp, see :mod:`..depth_topic`) or ``model:<name>`` (a metric
 depth model of the same node, on the same frame). Both need the colour camera's intrinsics,
-from ``camera_info`` (a sibling of the image topic). The geometry is
-:mod:`vision_nodes.geometry3d`; detections without enough valid depth are left out and
-counted for the diagnostics. Created at activate when ``depth_source`` is set.
+from ``camera_info`` (a sibling of the image topic), checked for each frame's image
+(``Intrinsics.for_image``). The geometry is :mod:`vision_nodes.geometry3d`; detections
+without enough valid depth are left out and counted for the diagnostics. 3D never holds 2D
+back: a frame is paired with the depth that has arrived when its 2D results are out, and a
+frame that cannot have 3D (no usable camera_info, no depth within ``depth_slop``) is counted
+and its reason logged in one line when it begins (again only after a 3D frame went out, and at
+most every :data:`SAY_AGAIN_S`). Created at activate when ``depth_source`` is set.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 from sensor_msgs.msg import CameraInfo
@@ -26,6 +31,8 @@ from .detection3d_messages import detections_3d_to_cdr
 from .detection_switches import DetectionSwitches
 
 MODEL_PREFIX = 'model:'
+#: Seconds before one reason for frames without 3D is logged again.
+SAY_AGAIN_S = 10.0
 
 
 class DepthSourceError(ValueError):
@@ -81,9 +88,10 @@ class Detection3DOutputs:
             self.destroy()
             raise
         self._info: Any = None
-        self._said: set[str] = set()
+        self._reasons = _Reasons(node.get_logger().warning)
         #: Counts since activation, for the diagnostics.
         self.left_out = 0
+        self.frames_without_k = 0
         self.frames_without_depth = 0
         self.published = 0
         self.state = 'waiting for camera_info'
@@ -104,48 +112,55 @@ class Detection3DOutputs:
     def _on_info(self, msg: Any) -> None:
         self._info = msg
 
-    def _say_once(self, key: str, text: str) -> None:
+    def _say(self, key: str, text: str) -> None:
+        """Show why this frame has no 3D (diagnostics) and log it as :class:`_Reasons` does."""
         self.state = text
-        if key not in self._said:
-            self._said.add(key)
-            self._node.get_logger().warning(text)
+        self._reasons.say(key, text)
 
     def _intrinsics(self, shape: tuple[int, int]) -> Intrinsics | None:
-        """K of the newest camera_info, for images of ``shape``; None (said once) if none."""
+        """K of the newest camera_info for images of ``shape``; None (said why) if unusable."""
         info = self._info
         if info is None:
-            self._say_once('info', f"no 3D detections: no camera_info received on "
-                           f"'{self._info_sub.topic_name}' yet; 3D boxes need the colour "
-                           "camera's intrinsics K: publish its CameraInfo there")
+            self._say('info', f"no 3D detections: no camera_info received on "
+                      f"'{self._info_sub.topic_name}' yet; 3D boxes need the colour "
+                      "camera's intrinsics K: publish its CameraInfo there")
             return None
         try:
-            k = Intrinsics.from_k(info.k)
+            return Intrinsics.for_image(info.k, (info.width, info.height), shape)
         except IntrinsicsError as exc:
-            self._say_once('k', f'no 3D detections: {exc}')
+            self._say('k', f'no 3D detections: {exc}')
             return None
-        if info.width and info.height and (info.height, info.width) != shape:
-            sx, sy = shape[1] / info.width, shape[0] / info.height
-            k = Intrinsics(k.fx * sx, k.fy * sy, (k.cx + 0.5) * sx - 0.5,
-                           (k.cy + 0.5) * sy - 0.5)
-        return k
 
     def _depth_map(self, frame: Any) -> tuple[Any, float] | None:
-        """Return the frame's depth map and its factor to metres (None: none for it)."""
+        """Return the frame's depth map and its factor to metres (None: none for it, said why)."""
         if self._model:
             result = frame.result_of(self._model)
+            if result is None:
+                self._say('model', f'no 3D detections: the depth model {self._model!r} gave '
+                          'no depth map for the frame')
             return None if result is None else (result.depth, 1.0)
-        msg = self._depth.match(frame.header.stamp, self.slop)
-        if msg is None:
-            if not self._depth.heard:
-                self._say_once('depth', "no 3D detections: no depth image received on "
-                               f"'{self._depth.topic_name}' yet (set depth_topic to the "
-                               'aligned depth image topic)')
+        found = self._depth.nearest(frame.header.stamp)
+        if found is None or abs(found[1]) > self.slop:
+            self._say_no_depth(found)
             return None
         try:
-            return depth_view(msg)
+            return depth_view(found[0])
         except ImageConversionError as exc:
             self._report_error(f'detections_3d: {exc}')
             return None
+
+    def _say_no_depth(self, found: tuple[Any, float] | None) -> None:
+        """Say why no depth image pairs with the frame: none yet, or none within depth_slop."""
+        topic = self._depth.topic_name
+        if found is None:
+            self._say('depth', f"no 3D detections: no depth image received on '{topic}' yet "
+                      '(set depth_topic to the aligned depth image topic)')
+            return
+        when = 'after' if found[1] > 0 else 'before'
+        self._say('slop', f"no 3D detections for frames without a depth image on '{topic}' "
+                  f'within depth_slop ({self.slop:g} s) of their stamp: the nearest is '
+                  f"{abs(found[1]):.3g} s {when} this frame's (has the depth camera stopped? "
+                  'are both stamped by one clock?)')
 
     def publish(self, dets: Detections, header: Any, frame: Any, labels: Any = None) -> None:
         """Publish the 3D boxes of one frame's detections (when K and depth are there).
@@ -156,6 +171,7 @@ class Detection3DOutputs:
         shape = (int(frame.image.shape[0]), int(frame.image.shape[1]))
         k = self._intrinsics(shape)
         if k is None:
+            self.frames_without_k += 1
             return
         depth = self._depth_map(frame)
         if depth is None:
@@ -165,6 +181,7 @@ class Detection3DOutputs:
         self.left_out += len(dets) - len(boxes)
         self.published += 1
         self.state = 'publishing'
+        self._reasons.recovered()
 
         self._pub.publish(detections_3d_to_cdr(dets, boxes, header))
 
@@ -172,6 +189,7 @@ class Detection3DOutputs:
         """Key/values for the node's status."""
         return {f'{prefix}detections_3d': self.state,
                 f'{prefix}3D frames published': str(self.published),
+                f'{prefix}3D frames without usable camera_info': str(self.frames_without_k),
                 f'{prefix}3D frames without depth': str(self.frames_without_depth),
                 f'{prefix}3D detections left out (too little depth)': str(self.left_out)}
 
@@ -183,3 +201,31 @@ class Detection3DOutputs:
         depth = getattr(self, '_depth', None)
         if depth is not None:
             depth.destroy()
+
+
+class _Reasons:
+    """Log each reason for frames without 3D once while it lasts, and not twice in a period.
+
+    A reason is logged when it begins; again only after a 3D frame was published
+    (:meth:`recovered`) and at least ``period_s`` after it was last logged, so a depth camera
+    that stops says so once, and one that flickers says so at most once a period.
+    """
+
+    def __init__(self, log: Callable[[str], Any], period_s: float = SAY_AGAIN_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._log, self._period, self._clock = log, period_s, clock
+        self._said: set[str] = set()
+        self._last: dict[str, float] = {}
+
+    def say(self, key: str, text: str) -> None:
+        """Log ``text`` (one line, clipped) unless reason ``key`` is held back."""
+        now = self._clock()
+        if key in self._said or now - self._last.get(key, float('-inf')) < self._period:
+            return
+        self._said.add(key)
+        self._last[key] = now
+        self._log(clip(text, 600))
+
+    def recovered(self) -> None:
+        """Let the next frame without 3D say why again (a 3D frame went out)."""
+        self._said.clear()
