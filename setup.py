@@ -40,6 +40,8 @@ extras = {
     'torch': RUNTIME + ['torch>=2.1', 'torchvision', 'ultralytics>=8.3', 'onnx>=1.15',
                         'onnxslim>=0.1.30', 'onnxruntime>=1.17', 'transformers>=4.45',
                         'lap>=0.5'],
+    # The default validation set of the precision check (sample photographs).
+    'validation': ['scikit-image>=0.22'],
     'test': ['pytest<9', 'pytest-xdist', 'flake8', 'pydocstyle'],
 }
 

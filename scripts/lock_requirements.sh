@@ -24,7 +24,7 @@ py="$SCRATCH/venv/bin/python"
 "$py" -m pip install --disable-pip-version-check -q --upgrade pip setuptools wheel
 args=()
 for req in requirements/ros.txt requirements/runtime.txt requirements/openvino.txt \
-           requirements/torch.txt requirements/test.txt; do
+           requirements/torch.txt requirements/validation.txt requirements/test.txt; do
   args+=(-r "$req")
 done
 # One resolution over every file, so the versions agree with each other.

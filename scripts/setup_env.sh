@@ -20,6 +20,7 @@ LOG_DIR="$ROOT/build"
 LOG="$LOG_DIR/setup_env.log"
 STAMP="$VENV/.vision_nodes_env.sha256"
 REQS=(requirements/ros.txt requirements/runtime.txt requirements/openvino.txt requirements/torch.txt
+      requirements/validation.txt
       requirements/test.txt)
 CONSTRAINTS=requirements/constraints.txt
 

@@ -80,6 +80,23 @@ class Thresholds:
 
 
 @dataclass(frozen=True)
+class AccuracyBudget:
+    """How much agreement with fp32 a reduced precision may lose (manifest block ``accuracy``).
+
+    A reduced precision is measured against the same model at fp32 when first loaded
+    (:mod:`.precision_check`: box mAP50-95 for detection, mask mAP for segmentation, OKS AP
+    for pose, δ<1.25 for depth). ``precision: auto`` takes it only when its agreement is at
+    least ``1 - max_drop``, else fp32; an explicit precision below the budget configures
+    with a warning, or is refused with ``strict``.
+    """
+
+    #: Most agreement lost against fp32 (0..1). 0.05: bf16 YOLOv8n keeps 0.95 box mAP50-95.
+    #: 0 asks for fp32's answers: no reduced precision meets it.
+    max_drop: float = 0.05
+    strict: bool = False
+
+
+@dataclass(frozen=True)
 class ModelManifest:
     """One model, as described by its manifest file."""
 
@@ -101,6 +118,11 @@ class ModelManifest:
     #: Folder of calibration images for int8 quantization ('' = none; the ``calibration_dir``
     #: setting of the node overrides it). Relative paths resolve like ``weights``.
     calibration_dir: str = ''
+    #: Folder of images reduced precisions are measured on against fp32 ('' = the
+    #: calibration folder when it has enough images, else the default set). Resolves like
+    #: ``weights``.
+    validation_dir: str = ''
+    accuracy: AccuracyBudget = field(default_factory=AccuracyBudget)
     source: Path | None = None
     #: The task's own blocks, parsed by the task file: (block name, value) pairs.
     task_blocks: tuple[tuple[str, Any], ...] = ()
@@ -142,7 +164,7 @@ class ModelManifest:
 #: own, :data:`~vision_nodes.tasks.registry.TASK_MAP` names them).
 _GENERIC_KEYS = ('name', 'task', 'weights', 'architecture', 'input_size', 'backends',
                  'preprocessing', 'labels', 'thresholds', 'rect', 'stride', 'precisions',
-                 'calibration_dir')
+                 'calibration_dir', 'validation_dir', 'accuracy')
 _TOP_KEYS = _GENERIC_KEYS + tuple(dict.fromkeys(
     block for entry in TASK_MAP.values() if entry for block in entry.blocks))
 _REQUIRED = ('name', 'task', 'weights', 'input_size', 'backends')
@@ -252,6 +274,29 @@ def _parse_preprocessing(source: str, data: Any) -> Preprocessing:
             raise _fail(source, 'preprocessing.std', 'values must be >= 1e-6 (they divide)')
         kwargs['std'] = std
     return Preprocessing(**kwargs)
+
+
+def _parse_accuracy(source: str, data: Any) -> AccuracyBudget:
+    if data is None:
+        return AccuracyBudget()
+    _expect(source, 'accuracy', data, dict, 'a mapping (max_drop, strict)')
+    _check_keys(source, 'accuracy', data, ('max_drop', 'strict'))
+    kwargs: dict[str, Any] = {}
+    if 'max_drop' in data:
+        kwargs['max_drop'] = _number(source, 'accuracy.max_drop', data['max_drop'], 0.0, 1.0,
+                                     'a number in 0..1')
+    if 'strict' in data:
+        kwargs['strict'] = _expect(source, 'accuracy.strict', data['strict'], bool,
+                                   'true or false')
+    return AccuracyBudget(**kwargs)
+
+
+def _path_field(source: str, name: str, data: dict) -> str:
+    value = _expect(source, name, data.get(name, ''), str, 'a folder path string')
+    if len(value) > MAX_PATH_CHARS or '\0' in value:
+        raise _fail(source, name, f'{show(value, 40)} is not a usable path (at most '
+                    f'{MAX_PATH_CHARS} characters, no NUL)')
+    return value
 
 
 def _parse_thresholds(source: str, data: Any) -> Thresholds:
@@ -402,11 +447,7 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
                 raise _fail(source, f'precisions[{i}]', f'unknown precision {show(value)} '
                             f"(known: {', '.join(KNOWN_PRECISIONS)})")
         precisions = tuple(dict.fromkeys(precisions))
-    calibration_dir = _expect(source, 'calibration_dir', data.get('calibration_dir', ''), str,
-                              'a folder path string')
-    if len(calibration_dir) > MAX_PATH_CHARS or '\0' in calibration_dir:
-        raise _fail(source, 'calibration_dir', f'{show(calibration_dir, 40)} is not a usable '
-                    f'path (at most {MAX_PATH_CHARS} characters, no NUL)')
+    calibration_dir = _path_field(source, 'calibration_dir', data)
 
     return ModelManifest(
         name=name, task=task, weights=weights, architecture=architecture,
@@ -415,7 +456,9 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         labels=_parse_labels(source, data.get('labels', 'from_weights')),
         thresholds=_parse_thresholds(source, data.get('thresholds')),
         rect=_expect(source, 'rect', data.get('rect', True), bool, 'true or false'),
-        precisions=precisions, calibration_dir=calibration_dir, source=path,
+        precisions=precisions, calibration_dir=calibration_dir,
+        validation_dir=_path_field(source, 'validation_dir', data),
+        accuracy=_parse_accuracy(source, data.get('accuracy')), source=path,
         task_blocks=_parse_task_blocks(source, task, data), stride=stride)
 
 

@@ -43,6 +43,8 @@ class LoadedModel:
     task: Task
     labels: list[str]
     #: Input shape (height, width) per source resolution, for rect inference.
+    #: A reduced precision's agreement with fp32 (:mod:`.precision_check`); None: not checked.
+    precision_check: Any = None
     _shapes: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict, repr=False)
     _prepared: tuple[int, int] | None = field(default=None, repr=False)
 
@@ -235,6 +237,30 @@ def _model(manifest: ModelManifest, runner: Runner, task: Task) -> LoadedModel:
     return LoadedModel(manifest, runner, task, labels)
 
 
+def _checked(model: LoadedModel, backend: str, model_dir: str, cache_dir: str | Path,
+             options: dict[str, Any]) -> LoadedModel:
+    """Measure a reduced precision against fp32 and apply the manifest's budget to it."""
+    from .precision_check import apply_budget, check_precision
+
+    manifest, log = model.manifest, options['log']
+
+    def make_fp32(quiet: bool) -> LoadedModel:
+        settings = dict(options, precision='fp32', log=_no_log if quiet else log)
+        config = _config(manifest, backend, model_dir, cache_dir, **settings)
+        task = create_task(manifest)
+        runner = create_runner(config, settings['log'],
+                               u8_input=getattr(task, 'supports_u8_input', False))
+        return _model(manifest, runner, task)
+
+    folder = str(manifest.resolve_path(manifest.validation_dir, model_dir or None)) \
+        if manifest.validation_dir else ''
+    found = check_precision(model, lambda: make_fp32(True), model.runner.config.cache, log,
+                            folder)
+    chosen = apply_budget(model, found, options['precision'], lambda: make_fp32(False), log)
+    chosen.precision_check = found
+    return chosen
+
+
 def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_dir: str = '',
                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
                    execution_provider: str = '', calibration_dir: str = '',
@@ -257,7 +283,8 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection
                     precision: str = 'fp32', execution_provider: str = '',
                     calibration_dir: str = '', torch_compile: bool = True,
                     device_io: bool = True, cuda_graphs: bool = True,
-                    log: Log = _no_log, max_batch: int = 1) -> Pipeline:
+                    log: Log = _no_log, max_batch: int = 1,
+                    check_precision: bool = True) -> Pipeline:
     """Load every model on one backend: the candidates of :func:`~.runners.registry.select`.
 
     ``backend`` is a backend name, ``auto``, or a :class:`~.runners.registry.Selection` the
@@ -266,6 +293,8 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection
     models already loaded are unloaded) and the next one is tried, so all models always
     share one backend. A named backend that fails raises its error. ``max_batch`` > 1 loads
     every model for runs of up to that many frames (:meth:`LoadedModel.process_batch`).
+    With ``check_precision`` a model loaded at a reduced precision is measured against
+    fp32 and held to its manifest's accuracy budget (:mod:`.precision_check`).
     """
     if not manifests:
         raise ValueError('no model to load')
@@ -286,6 +315,8 @@ def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection
                 runner = create_runner(config, log, u8_input=getattr(
                     task, 'supports_u8_input', False))
                 loaded.append(_model(manifest, runner, task))
+                if check_precision:
+                    loaded[-1] = _checked(loaded[-1], candidate, model_dir, cache_dir, options)
         except Exception as exc:  # noqa: BLE001 - auto falls back; a named backend re-raises
             for model in loaded:
                 model.close()

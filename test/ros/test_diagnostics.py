@@ -295,7 +295,7 @@ KEYS = ['state', 'image topic', 'image transport', 'subscription QoS', 'frames r
         'processed rate (Hz)', 'expected rate (Hz)', 'frames dropped in window',
         'errors in window', 'latency p50 (ms)', 'latency p95 (ms)', 'max latency (ms)',
         'processing p50 (ms)', 'time since last image (s)', 'last error', 'models', 'backend',
-        'precision', 'device', 'engine cache', 'host RSS (MiB)']
+        'precision', 'precision agreement', 'device', 'engine cache', 'host RSS (MiB)']
 
 
 def _round_trip(msg: DiagnosticArray) -> DiagnosticArray:

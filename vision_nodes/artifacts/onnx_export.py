@@ -7,8 +7,9 @@ The cache key covers the weights' content hash, the manifest's task, the archite
 size, precision, opset and this exporter's version. The task is in the key because the export
 is where the weights' own task is checked against the manifest's (``loaders.ultralytics``): a
 hit then means this weights-and-task pair passed that check, so a ``task: pose`` manifest
-pointed at -seg weights is refused whether or not the cache holds their segment export. Tool versions (torch, onnxslim) are recorded in the entry but kept
-out of the key, so a deployment without torch can still find an artifact exported earlier.
+pointed at -seg weights is refused whether or not the cache holds their segment export. Tool
+versions (torch, onnxslim) are recorded in the entry but kept out of the key, so a deployment
+without torch can still find an artifact exported earlier.
 
 For letterboxed models with rect inference on (the manifest's default), the graph has dynamic
 height and width (and the output dimensions that follow them), so runtimes that allow it run

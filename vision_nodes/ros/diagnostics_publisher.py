@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from diagnostic_msgs.msg import DiagnosticArray
 
-from ..pipeline import Pipeline
+from ..pipeline import LoadedModel, Pipeline
 from ..stats import HealthLimits
 from .diagnostics import NodeFacts, diagnostic_array, diagnostic_status
 from .frame_path import FramePath
@@ -20,6 +20,17 @@ from .inputs import ImageInput
 from .qos import explain_slow_delivery
 
 _CACHE = {True: 'hit (export skipped)', False: 'miss (exported)', None: 'not used'}
+
+
+def _agreement(model: LoadedModel) -> str:
+    """Return one model's precision check in a few words, for the status."""
+    check = model.precision_check
+    found = check.agreement
+    words = f'{check.compute_type} not measured ({check.note})' if found is None else \
+        f'{check.compute_type} {found.value:.3f} {found.measure} of fp32 on {found.images} images'
+    if model.runner.compute_type() != check.compute_type:
+        words += f', below its budget: runs {model.runner.compute_type()}'
+    return f'{model.manifest.name}: {words}'
 
 
 class DiagnosticsPublisher:
@@ -49,7 +60,7 @@ class DiagnosticsPublisher:
             self._node.get_logger().info(
                 f"model '{model.manifest.name}' ({model.manifest.task}): engine cache: "
                 f'{_CACHE[runner.cache_hit]}; {facts}{classes}')
-            precisions.append(runner.config.precision)
+            precisions.append(runner.compute_type())
         first = pipeline.models[0].runner.describe()
         self._reports_memory = 'memory_used' in first
         device = str(first.get('device_name') or first.get('device') or '')
@@ -58,7 +69,10 @@ class DiagnosticsPublisher:
             self._node.get_fully_qualified_name(), hardware_id=device,
             models=[m.manifest.name for m in pipeline.models], backend=pipeline.backend,
             precision=precision, device=device,
-            engine_cache=', '.join(_CACHE[m.runner.cache_hit] for m in pipeline.models))
+            engine_cache=', '.join(_CACHE[m.runner.cache_hit] for m in pipeline.models),
+            agreement='; '.join(_agreement(m) for m in pipeline.models
+                                if m.precision_check is not None and
+                                m.precision_check.compute_type != 'fp32'))
         return precision
 
     def publish(self) -> None:

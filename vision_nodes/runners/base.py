@@ -254,3 +254,12 @@ class Runner(ABC):
     def describe(self) -> dict[str, Any]:
         """Device and runtime facts, for logs and diagnostics."""
         return {'backend': self.config.backend, 'precision': self.config.precision}
+
+    def compute_type(self) -> str:
+        """Return the arithmetic the model really runs in: fp32, fp16, bf16 or int8.
+
+        The resolved precision, unless the runtime turns it into another type (OpenVINO
+        computes ``fp16`` in bf16 on CPUs with native bf16); the node's ``precision_in_use``,
+        its log and its diagnostics say this.
+        """
+        return self.config.precision

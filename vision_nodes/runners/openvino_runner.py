@@ -95,6 +95,19 @@ class OpenVinoRunner(Runner):
         cfg.log(f"openvino: device {self.plan.device.name}: {names}; precision "
                 f"'{cfg.precision}' runs as {self._precision_words()}")
 
+    def compute_type(self) -> str:
+        """Return 'int8' for a quantized IR, else the devices' inference types.
+
+        In the precision parameter's words: bf16 on a CPU with native bf16 at precision fp16.
+        """
+        if self.quantized:
+            return 'int8'
+        if self.plan is None:
+            return self.config.precision
+        words = {'f32': 'fp32', 'f16': 'fp16', 'bf16': 'bf16'}
+        return ','.join(dict.fromkeys(words.get(t, t) for t in
+                                      self.plan.inference_types.values()))
+
     def _precision_words(self) -> str:
         if self.quantized:
             return f'int8 in the quantized layers, {self.plan.inference_words()} elsewhere'

@@ -22,8 +22,7 @@ from vision_nodes.pipeline import build_pipeline  # noqa: E402
 
 
 @pytest.mark.parametrize('backend', ['onnx', 'openvino'])
-def test_pose_manifest_on_seg_weights_is_refused_on_a_warm_cache(model_dir, tmp_path,
-                                                                  backend):
+def test_pose_manifest_on_seg_weights_is_refused_on_a_warm_cache(model_dir, tmp_path, backend):
     pytest.importorskip('openvino') if backend == 'openvino' else None
     cache = tmp_path / 'cache'
     seg = resolve_manifest('yolov8n_seg')
