@@ -39,7 +39,15 @@ FOCAL_RANGE = (1e-3, 1e4)
 
 
 class IntrinsicsError(ValueError):
-    """A camera matrix 3D boxes cannot be computed with (one line)."""
+    """A camera matrix 3D boxes cannot be computed with (one line).
+
+    ``rule`` names the rule it breaks ('k', 'aspect', 'focal', 'principal point'), so a caller
+    can say each once, whatever numbers the line quotes.
+    """
+
+    def __init__(self, text: str, rule: str = 'k') -> None:
+        super().__init__(text)
+        self.rule = rule
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,8 @@ class Intrinsics:
                 raise IntrinsicsError(
                     f'camera_info is {width}x{height} but the image is {cols}x{rows}, another '
                     f'aspect ratio ({width / height:.4g} against {cols / rows:.4g}): its K '
-                    'cannot be rescaled to the image; publish the camera_info of these images')
+                    'cannot be rescaled to the image; publish the camera_info of these images',
+                    'aspect')
             intrinsics = cls(intrinsics.fx * sx, intrinsics.fy * sy,
                              (intrinsics.cx + 0.5) * sx - 0.5, (intrinsics.cy + 0.5) * sy - 0.5)
         intrinsics.check_for((rows, cols))
@@ -105,12 +114,12 @@ class Intrinsics:
                 f'camera_info K has fx {self.fx:.6g}, fy {self.fy:.6g} (image pixels), outside '
                 f'[{low:.6g}, {high:.6g}] ({FOCAL_RANGE[0]:g} to {FOCAL_RANGE[1]:g} times the '
                 f"image's larger side, {side} px), where 3D boxes would not be finite or "
-                "right: publish the camera's calibrated K")
+                "right: publish the camera's calibrated K", 'focal')
         if not (-0.5 <= self.cx <= cols - 0.5 and -0.5 <= self.cy <= rows - 0.5):
             raise IntrinsicsError(
                 f'camera_info K has its principal point (cx {self.cx:.6g}, cy {self.cy:.6g}, '
                 f'image pixels) outside the {cols}x{rows} image: publish the camera\'s '
-                'calibrated K')
+                'calibrated K', 'principal point')
 
 
 @dataclass

@@ -8,7 +8,8 @@
   holes) and a known K give centres and sizes within 5 cm of the analytic values, with the
   image's frame_id; 16UC1 and 32FC1; ``depth_slop`` changes live; without K the node says
   why once; when the depth camera stops, 2D goes on at the input rate and 3D says why once;
-  a bad ``depth_topic`` is refused when given, in one line naming it;
+  a bad ``depth_topic`` is refused when given, in one line naming it; a camera_info of
+  another aspect ratio or an absurd K gives no 3D and says why;
 * 3D from a depth model of the node (``model:<name>``, random-weights Depth Anything): a
   Detection3DArray from one RGB stream;
 * ``annotated``: a bgr8 picture with the image's header.
@@ -332,6 +333,56 @@ def test_2d_goes_on_at_the_input_rate_when_the_depth_camera_stops(model_dir, eng
         h.close()
 
 
+def test_a_camera_info_that_does_not_fit_the_image_gives_no_3d_and_says_why(
+        model_dir, engine_cache_dir, bus_bgr):
+    """A 640x480 camera_info for 810x1080 images (before: K stretched x1.27, x2.25) and a K
+    with fx = fy = 5e-324 (before: infinite 3D boxes) are not used: no 3D, 2D goes on, one
+    line each, counted in the diagnostics; a camera_info that fits gives 3D again."""
+    from diagnostic_msgs.msg import DiagnosticArray
+
+    h = Harness(_params(engine_cache_dir, depth_source='topic', depth_topic='aligned_depth'),
+                'vn_3d_bad_k')
+    try:
+        c = h.client
+        assert c.change_state('configure', timeout=600) and c.change_state('activate')
+        dets = c.subscribe(Detection2DArray, '/detections', 20)
+        dets3 = c.subscribe(Detection3DArray, '/detections_3d', 20)
+        diagnostics = c.subscribe(DiagnosticArray, '/diagnostics', 10)
+        images = c.publisher(Image, '/image', 10)
+        depths = c.publisher(Image, '/aligned_depth', 10)
+        infos = c.publisher(CameraInfo, '/camera_info', 10)
+        height, width = bus_bgr.shape[:2]
+        plane = np.full((height, width), 3.0, np.float32)
+        tiny = _camera_info(width, height, [5e-324, 0, width / 2, 0, 5e-324, height / 2, 0, 0, 1])
+        sec = 300
+        for info, words in [(_camera_info(640, 480), 'another aspect ratio'),
+                            (tiny, 'fx 4.94066e-324, fy 4.94066e-324')]:
+            deadline = time.monotonic() + 90.0
+            while words not in h.node.output() and time.monotonic() < deadline:
+                msg = _image(bus_bgr, sec)
+                pairs = [(infos, info), (depths, _depth_msg(plane, msg.header, '32FC1'))]
+                assert _exchange(images, dets, msg, pairs) is not None
+                sec += 1
+            assert words in h.node.output(), h.node.output()[-3000:]
+            line = next(ln for ln in h.node.output().splitlines() if words in ln)
+            assert 'no 3D detections: camera_info' in line
+        assert dets3.get(1.0) is None
+        assert h.node.output().count('another aspect ratio') == 1
+
+        def counted(m):
+            value = _diagnostic(m, '3D frames without usable camera_info')
+            return value is not None and int(value) >= 2
+        assert diagnostics.get(30.0, counted) is not None
+        msg = _image(bus_bgr, sec)
+        pairs = [(infos, _camera_info(width, height)),
+                 (depths, _depth_msg(plane, msg.header, '32FC1'))]
+        got3 = _exchange(images, dets3, msg, pairs)
+        assert got3 is not None and len(got3.detections) >= 3
+        assert all(np.isfinite(d.bbox.size.x) for d in got3.detections)
+    finally:
+        h.close()
+
+
 def test_a_bad_depth_topic_is_refused_when_given_in_one_line(model_dir, engine_cache_dir):
     """depth_topic is checked as image_topics' entries are: at start-up (the default stays)
     and at every set, in one line naming the parameter, the value and the rule; activate then
@@ -343,7 +394,7 @@ def test_a_bad_depth_topic_is_refused_when_given_in_one_line(model_dir, engine_c
         line = "parameter depth_topic: depth_topic 'bad name!' is not a valid ROS name ("
         assert h.node.wait_for_output(line, 30.0), h.node.output()[-3000:]
         assert c.get_parameters('depth_topic') == {'depth_topic': 'depth_registered/image_rect'}
-        for value, rule in [('bad name!', 'must not contain characters'),
+        for value, rule in [('bad name!', 'has only ASCII letters, digits'),
                             ('{nope}/depth', 'unknown substitution'),
                             ('depth//image', "repeated '/'"), ('', 'is empty')]:
             result = c.set_parameters(depth_topic=value)[0]

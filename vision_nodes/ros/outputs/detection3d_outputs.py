@@ -128,7 +128,7 @@ class Detection3DOutputs:
         try:
             return Intrinsics.for_image(info.k, (info.width, info.height), shape)
         except IntrinsicsError as exc:
-            self._say('k', f'no 3D detections: {exc}')
+            self._say(f'k:{exc.rule}', f'no 3D detections: {exc}')
             return None
 
     def _depth_map(self, frame: Any) -> tuple[Any, float] | None:
