@@ -89,7 +89,8 @@ PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('precision', 'auto',
               'Inference precision. fp32 is exact; fp16 is the device\'s fast reduced '
               'precision (bf16 on CPUs that have it); int8 needs calibration images or a '
-              'pre-quantized model; auto picks the fastest one that needs no calibration.',
+              'pre-quantized model; auto picks the fastest one that needs no calibration '
+              'and, measured against fp32, stays within the manifest\'s accuracy budget.',
               choices=PRECISIONS),
     ParamSpec('calibration_dir', '',
               'Folder of calibration images for precision int8 (empty: the manifest\'s '
@@ -157,7 +158,8 @@ REPORTS: tuple[ParamSpec, ...] = (
               'The backend the node runs its models on (set at configure; empty while '
               'unconfigured). Read only.', applies='live'),
     ParamSpec('precision_in_use', '',
-              'The precision the node runs its models at (set at configure). Read only.',
+              'The type the node\'s models compute in: fp32, bf16 (fp16 on a CPU with '
+              'native bf16), fp16 or int8 (set at configure). Read only.',
               applies='live'),
 )
 

@@ -38,7 +38,8 @@ SWITCHES: tuple[ParamSpec, ...] = (
               "read beside each camera's image topic.", applies='activate',
               check=check_depth_topic),
     ParamSpec('depth_slop', 0.05,
-              'Seconds a depth image\'s stamp may differ from the colour image\'s to pair.',
+              'Seconds a depth image\'s stamp may differ from the colour image\'s to pair '
+              '(among the depth images already received: a frame never waits for depth).',
               float_range=(0.0, 10.0), applies='live'),
     ParamSpec('publish_annotated', False,
               'Publish annotated (bgr8): the image with boxes, labels, scores, track ids, '
