@@ -17,6 +17,9 @@ MASK_ALPHA = 0.45
 #: Keypoints below this confidence are not drawn (nor the skeleton lines they end).
 KEYPOINT_MIN_SCORE = 0.5
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
+#: Pixels the mask tint takes at a time (its int32 indices: 12 bytes a pixel, 3 MB a band).
+_TINT_BAND = 1 << 18
+_CHANNELS = np.arange(3, dtype=np.int32)
 
 
 def colour(key: int) -> tuple[int, int, int]:
@@ -32,16 +35,41 @@ def _label(out: np.ndarray, text: str, x: int, y: int, col: tuple[int, int, int]
     cv2.putText(out, text, (x + 2, top + th + 2), _FONT, 0.5, (0, 0, 0), 1, cv2.LINE_AA)
 
 
-def _masks(out: np.ndarray, labels: np.ndarray, keys: Sequence[int]) -> None:
-    """Tint each instance's pixels (label image: 1 + detection index, 0 background)."""
-    if labels.shape[:2] != out.shape[:2] or not len(keys):
-        return
+def _tint_table(keys: Sequence[int]) -> np.ndarray:
+    """(K + 1, 256, 3) uint8: a channel's value v under label k's tint, label 0 untouched.
+
+    ``v * (1 - MASK_ALPHA) + colour * MASK_ALPHA``, truncated: each of the 256 values once
+    per key, in float64 (the colour float32), rather than every masked pixel in float.
+    """
     palette = np.zeros((len(keys) + 1, 3), np.float32)
     palette[1:] = [colour(k) for k in keys]
-    index = np.clip(labels.astype(np.int64), 0, len(keys))
-    where = index > 0
-    tint = palette[index[where]]
-    out[where] = (out[where] * (1 - MASK_ALPHA) + tint * MASK_ALPHA).astype(np.uint8)
+    values = np.arange(256, dtype=np.float64)[None, :, None]
+    table = (values * (1 - MASK_ALPHA) + palette[:, None, :] * MASK_ALPHA).astype(np.uint8)
+    table[0] = np.arange(256, dtype=np.uint8)[:, None]
+    return table
+
+
+def _masks(out: np.ndarray, labels: np.ndarray, keys: Sequence[int]) -> None:
+    """Tint each instance's pixels (label image: 1 + detection index, 0 background).
+
+    In uint8 through a lookup table (label, value) -> tinted value, a band of rows at a time:
+    what the frame adds is the band's indices, never a float or int64 copy of the image.
+    """
+    if labels.shape[:2] != out.shape[:2] or not len(keys):
+        return
+    flat = _tint_table(keys).reshape(-1)
+    rows = max(1, _TINT_BAND // max(1, out.shape[1]))
+    for top in range(0, out.shape[0], rows):
+        band = np.clip(labels[top:top + rows], 0, len(keys)).astype(np.int32)
+        if not band.any():
+            continue
+        # Index of (label, value, channel) in the flat table.
+        index = out[top:top + rows].astype(np.int32)
+        index *= 3
+        index += _CHANNELS
+        band *= 256 * 3
+        index += band[:, :, None]
+        np.take(flat, index, out=out[top:top + rows], mode='clip')
 
 
 def _skeletons(out: np.ndarray, keypoints: np.ndarray, skeleton: Sequence[tuple[int, int]],
@@ -67,7 +95,7 @@ def draw(image_bgr: np.ndarray, boxes_xyxy: np.ndarray, scores: np.ndarray,
     Labels read ``#<track id> <class name> <score>`` (no ``#`` part when untracked);
     ``names`` maps class indices to names (an index is shown where there is none).
     """
-    out = np.ascontiguousarray(image_bgr[:, :, :3], dtype=np.uint8).copy()
+    out = np.array(image_bgr[:, :, :3], dtype=np.uint8, order='C')  # one copy
     classes = [int(c) for c in np.asarray(class_ids).reshape(-1)]
     keys = classes if track_ids is None else [int(t) for t in track_ids]
     if mask_labels is not None:

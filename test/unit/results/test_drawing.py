@@ -3,9 +3,11 @@ where the results say, on a copy of the image."""
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 
-from vision_nodes.drawing import colour, draw
+from vision_nodes.drawing import MASK_ALPHA, colour, draw
 
 
 def test_boxes_masks_and_skeletons_are_drawn_on_a_copy():
@@ -31,3 +33,49 @@ def test_untracked_colours_follow_the_class_and_empty_is_a_copy():
     assert tuple(out[20, 5]) == colour(3)
     same = draw(image, np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64))
     assert (same == image).all() and same is not image
+
+
+def _tinted(image: np.ndarray, labels: np.ndarray, keys: list[int]) -> np.ndarray:
+    """The tint by its definition, in floating point: v * (1 - alpha) + colour * alpha,
+    truncated, where a label (1 + index, clipped to the keys) is not 0."""
+    out = image.copy()
+    palette = np.zeros((len(keys) + 1, 3), np.float32)
+    palette[1:] = [colour(k) for k in keys]
+    index = np.clip(labels.astype(np.int64), 0, len(keys))
+    where = index > 0
+    out[where] = (out[where] * (1 - MASK_ALPHA) + palette[index[where]] * MASK_ALPHA
+                  ).astype(np.uint8)
+    return out
+
+
+def test_masks_are_tinted_exactly_as_in_floating_point():
+    """Every value of every channel under several colours, labels past the keys included:
+    the uint8 overlay is bit for bit the floating-point one."""
+    rng = np.random.default_rng(4)
+    image = rng.integers(0, 256, (300, 257, 3), dtype=np.uint8)
+    image[:256, 0] = np.arange(256, dtype=np.uint8)[:, None]
+    labels = rng.integers(0, 9, image.shape[:2]).astype(np.uint16)
+    keys = [3, 17, 40, 41, 5, 77]
+    empty = np.zeros((0, 4))
+    out = draw(image, empty, np.zeros(0), np.zeros(0, np.int64), track_ids=keys,
+               mask_labels=labels)
+    np.testing.assert_array_equal(out, _tinted(image, labels, keys))
+
+
+def test_the_overlay_of_a_large_frame_allocates_about_the_picture():
+    """A 24 MP frame, half of it masked by 300 detections: the drawing allocates its picture
+    (3 bytes a pixel) and bands of scratch, no int64 or float copy of the frame."""
+    height, width = 4000, 6000
+    image = np.full((height, width, 3), 120, np.uint8)
+    labels = np.zeros((height, width), np.uint16)
+    labels[:, :width // 2] = (np.arange(width // 2) % 300 + 1).astype(np.uint16)
+    keys = list(range(300))
+    tracemalloc.start()
+    try:
+        out = draw(image[:, :, ::-1], np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64),
+                   track_ids=keys, mask_labels=labels)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert tuple(out[0, 0]) != (120, 120, 120) and tuple(out[0, -1]) == (120, 120, 120)
+    assert peak < 3 * height * width + (16 << 20), peak
