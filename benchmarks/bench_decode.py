@@ -32,7 +32,6 @@ benchmarks). Not a test: nothing is asserted on timings.
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 import json
 import os
 import statistics
@@ -73,12 +72,22 @@ def raw_outputs(model: str, images: list[Path]) -> list[tuple[str, list[np.ndarr
 
 
 def painted_labels(result: Any) -> np.ndarray:
-    """Return the label image painted with a boolean index per mask, lowest score first."""
-    count, height, width = result.masks.shape
-    labels = np.zeros((height, width), dtype=np.uint16)
-    for i in np.lexsort((-np.arange(count), result.scores)):
+    """Return the label image painted with a boolean index per mask, lowest score first.
+
+    ``result``'s masks are whole-image ones (their windows the image).
+    """
+    labels = np.zeros(result.shape, dtype=np.uint16)
+    for i in np.lexsort((-np.arange(len(result)), result.scores)):
         labels[result.masks[i]] = i + 1
     return labels
+
+
+def whole_image(masks: Any, windows: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """(N, H, W) bool: masks held at their windows' size, over the whole image."""
+    out = np.zeros((len(masks),) + tuple(shape), bool)
+    for whole, mask, (top, bottom, left, right) in zip(out, masks, windows.tolist()):
+        whole[top:bottom, left:right] = mask
+    return out
 
 
 def rclpy_detections(dets: Any, header: Any) -> bytes:
@@ -178,10 +187,13 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
         masks, kept, windows = instance_masks(pred[0][4 + classes:, anchors].T, protos[0],
                                               dets.boxes, meta)
         meta.letterbox.to_source(dets.boxes)
-        whole = SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept], masks)
+        shape = tuple(meta.letterbox.source_shape)
+        whole = SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept],
+                              whole_image(masks, windows, shape))
         found[f'label_image {name}'] = ((lambda r=whole: painted_labels(r)),
                                         whole.label_image, len(whole))
-        windowed = replace(whole, windows=windows)
+        windowed = SegmentResult(whole.boxes, whole.scores, whole.class_ids, masks, windows,
+                                 shape)
         found[f'label_image windows {name}'] = (whole.label_image, windowed.label_image,
                                                 len(whole))
     for name, outputs, meta in raw_outputs('yolov8n_pose', images):

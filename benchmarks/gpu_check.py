@@ -230,7 +230,7 @@ def instance_differences(reference: Any, found: Any, precision: str, label: str
         j = int(same[np.argmax(_iou(box, found.boxes[same]))])
         what = f'{label}: class {int(cls)} score {score:.2f}'
         if masks is not None:
-            a, b = masks[i], found.masks[j]
+            a, b = reference.mask(i), found.mask(j)  # over the whole image
             union = int(np.logical_or(a, b).sum())
             iou = int(np.logical_and(a, b).sum()) / union if union else 1.0
             if iou < MIN_IOU[precision]:

@@ -38,6 +38,19 @@ def source_masks(result) -> np.ndarray:
     return ops.scale_masks(result.masks.data[None].float(), result.orig_shape)[0].numpy() > 0.5
 
 
+def whole_masks(masks, windows: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """(N, H, W) bool whole-image masks of masks held at their windows' size."""
+    out = np.zeros((len(masks),) + tuple(shape), bool)
+    for whole, mask, (top, bottom, left, right) in zip(out, masks, np.asarray(windows).tolist()):
+        whole[top:bottom, left:right] = mask
+    return out
+
+
+def result_masks(result) -> np.ndarray:
+    """(N, H, W) bool: a ``SegmentResult``'s masks over the whole image."""
+    return whole_masks(result.masks, result.windows, result.shape)
+
+
 def match_reference(ours, ref) -> list[int]:
     """For each reference detection, the index of ours with the same class and IoU >= 0.9."""
     boxes, classes = ref.boxes.xyxy.numpy(), ref.boxes.cls.numpy().astype(int)

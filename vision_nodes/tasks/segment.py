@@ -10,7 +10,8 @@ mask is its coefficients times the prototypes, upsampled (bilinear) to the netwo
 thresholded at 0 and cropped to its box there, as Ultralytics' ``process_mask`` does; then
 the letterbox is undone: the image's region of the network input is resized (bilinear) to
 the source image and thresholded at one half, as Ultralytics' ``scale_masks`` does for its
-drawn masks.
+drawn masks. Each mask is made and kept at the size of its window, the source pixels its box
+can reach: a frame's masks take about its boxes' pixels, never detections x image pixels.
 """
 
 from __future__ import annotations
@@ -101,23 +102,23 @@ def _span(offset: float, scale: float, count: int, size: int) -> tuple[int, int]
             int(np.clip(np.floor(last) + 2, 1, size)))
 
 
-def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta, out: np.ndarray
-               ) -> tuple[int, int, int, int]:
-    """Write a network-resolution mask region into ``out`` (H, W bool) in source pixels.
+def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta
+               ) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+    """Return a network-resolution mask region in source pixels: (crop, its window).
 
     The image's part of the network input (the letterbox undone) resized bilinearly to the
     source and thresholded at one half, only where the region can reach (its box and a
-    network pixel around it). Return that window of ``out``, (top, bottom, left, right):
-    the mask is empty outside it.
+    network pixel around it): that window of the source image, (top, bottom, left, right),
+    and the (bottom - top, right - left) bool mask inside it. The mask is empty outside.
     """
     left, top, width, height = meta.content()
-    src_h, src_w = out.shape
+    src_h, src_w = meta.letterbox.source_shape
     # The part of the region on the image (not on the letterbox's border) ...
     rx0, ry0 = max(x0, left), max(y0, top)
     rx1 = min(x0 + region.shape[1], left + width)
     ry1 = min(y0 + region.shape[0], top + height)
     if rx1 <= rx0 or ry1 <= ry0:
-        return 0, 0, 0, 0
+        return np.zeros((0, 0), bool), (0, 0, 0, 0)
     # ... with one empty network pixel around it, within the image's part: a bilinear sample
     # near its edge sees the zeros outside the box, or the replicated edge of the image.
     cx0, cy0 = max(rx0 - 1, left), max(ry0 - 1, top)
@@ -134,39 +135,36 @@ def _to_source(region: np.ndarray, x0: int, y0: int, meta: NetworkMeta, out: np.
     scale_y, offset_y = _half_pixel(ratio_y, sy0)
     sampled = _sample(canvas, (scale_x, scale_y),
                       (offset_x + left - cx0, offset_y + top - cy0), (sy1 - sy0, sx1 - sx0))
-    out[sy0:sy1, sx0:sx1] = sampled > 0.5
-    return sy0, sy1, sx0, sx1
+    return sampled > 0.5, (sy0, sy1, sx0, sx1)
 
 
 def instance_masks(coefficients: np.ndarray, prototypes: np.ndarray, boxes: np.ndarray,
-                   meta: NetworkMeta) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return (masks (M, H, W) bool in source pixels, the M detections' indices, windows).
+                   meta: NetworkMeta) -> tuple[tuple[np.ndarray, ...], np.ndarray, np.ndarray]:
+    """Return (masks, the M detections' indices, windows (M, 4)) in source pixels.
 
     From coefficients (N, nm), prototypes (nm, mh, mw) and the detections' xyxy ``boxes`` in
-    network pixels. Each mask is computed only within its box; ``windows`` (M, 4) holds the
-    (top, bottom, left, right) of the source pixels it was written to (``SegmentResult``'s
-    windows). A detection whose mask is empty at network resolution is left out, as
-    Ultralytics leaves it out.
+    network pixels. Each mask is computed only within its box and kept at the size of its
+    window: ``masks[i]`` is the bool mask inside ``windows[i]``, the (top, bottom, left,
+    right) of the source pixels its box can reach (``SegmentResult``'s masks and windows);
+    the masks take the pixels of the boxes, never detections x image pixels. A detection
+    whose mask is empty at network resolution is left out, as Ultralytics leaves it out.
     """
     count = coefficients.shape[0]
-    masks = np.zeros((count,) + tuple(meta.letterbox.source_shape), dtype=bool)
-    windows = np.zeros((count, 4), np.int64)
-    if count == 0:
-        return masks, np.zeros(0, np.int64), windows
     # Each mask's logits only within its box, with NumPy's own loops: a BLAS product over
     # the whole plane would wake BLAS's thread pool, whose threads then spin on the cores
     # the next frame's inference needs.
     coefficients = coefficients.astype(np.float32, copy=False)
     prototypes = prototypes.astype(np.float32, copy=False)
-    kept = np.zeros(count, bool)
+    masks, kept, windows = [], [], []
     for i in range(count):
         region, x0, y0 = _network_mask(coefficients[i], prototypes, boxes[i], meta)
-        kept[i] = region.any()
-        if kept[i]:
-            windows[i] = _to_source(region, x0, y0, meta, masks[i])
-    if kept.all():  # the usual case: no copy of the masks
-        return masks, np.arange(count), windows
-    return masks[kept], np.flatnonzero(kept), windows[kept]
+        if region.any():
+            mask, window = _to_source(region, x0, y0, meta)
+            masks.append(mask)
+            kept.append(i)
+            windows.append(window)
+    return (tuple(masks), np.array(kept, np.int64),
+            np.array(windows, np.int64).reshape(-1, 4))
 
 
 class SegmentationTask(DetectionTask):
@@ -248,12 +246,13 @@ class SegmentationTask(DetectionTask):
         dets, coefficients = decode_instances(pred, params, classes, bool(self.end2end),
                                               buffers=self.decode_buffers.get())
         on_device = getattr(protos, 'instance_masks', None)
-        windows = None  # a device's masks may be anywhere
+        windows = None  # a device's masks are whole-image ones: their windows the image
+        source = tuple(meta.letterbox.source_shape)
         if on_device is not None:  # outputs left on a device: the same steps there
             masks, kept = on_device(coefficients, dets.boxes, meta.shape, meta.content(),
-                                    meta.letterbox.source_shape)
+                                    source)
         else:
             masks, kept, windows = instance_masks(coefficients, protos[0], dets.boxes, meta)
         meta.letterbox.to_source(dets.boxes)
         return SegmentResult(dets.boxes[kept], dets.scores[kept], dets.class_ids[kept], masks,
-                             windows=windows)
+                             windows=windows, shape=source)

@@ -16,6 +16,7 @@ torch = pytest.importorskip('torch', reason='PyTorch is not installed')
 pytest.importorskip('torchvision', reason='torchvision is not installed')
 
 from fake_cuda_graphs import FakeCudaGraphs  # noqa: E402
+from ultralytics_reference import result_masks, whole_masks  # noqa: E402
 from vision_nodes.manifest import Preprocessing, resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.runners.torch_device import DeviceInput, DeviceOutput  # noqa: E402
@@ -249,9 +250,12 @@ def test_segment_decodes_and_makes_masks_on_the_device(device_path_on_cpu, engin
         host.close()
     for got, want in zip(found + found_batch, wanted + [wanted[0]] * 2):
         _same(got, want)
-        assert got.masks.shape == want.masks.shape and got.masks.dtype == bool
-        assert min(_mask_ious(got.masks, want.masks)) >= 0.99, _mask_ious(got.masks,
-                                                                          want.masks)
+        # The device's masks are whole-image ones (windows: the image), the host's at
+        # their windows' size: over the image, the same.
+        assert got.shape == want.shape and len(got.masks) == len(want.masks)
+        assert all(m.dtype == bool and m.shape == got.shape for m in got.masks)
+        ious = _mask_ious(result_masks(got), result_masks(want))
+        assert min(ious) >= 0.99, ious
 
 
 def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones(monkeypatch):
@@ -279,7 +283,8 @@ def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones(monk
     gain = 480 / 450
     meta = NetworkMeta(LetterboxMeta((270, 450), (gain, gain), (0.0, 16.0)), (320, 480))
     assert meta.content() == (0, 16, 480, 288)
-    host, host_kept, _ = instance_masks(coefficients, protos, boxes, meta)
+    host, host_kept, windows = instance_masks(coefficients, protos, boxes, meta)
+    host = whole_masks(host, windows, meta.letterbox.source_shape)
     out = DeviceOutput(torch.from_numpy(protos[None]))
     args = (DeviceOutput(torch.from_numpy(coefficients)), boxes, meta.shape, meta.content(),
             meta.letterbox.source_shape)

@@ -19,7 +19,8 @@ pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 
 import cv2  # noqa: E402
 
-from ultralytics_reference import mask_iou, match_reference, predict, source_masks  # noqa: E402,E501
+from ultralytics_reference import (mask_iou, match_reference, predict, result_masks,  # noqa: E402,E501
+                                   source_masks)
 from vision_nodes.manifest import ManifestError, parse_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks import detect as detect_module  # noqa: E402
@@ -102,10 +103,10 @@ def test_end2end_matches_ultralytics(pipelines, references, images, task, backen
     np.testing.assert_allclose(ours.scores[order], ref.boxes.conf.numpy(), atol=1e-3)
     if task == 'segment':
         assert isinstance(ours, SegmentResult)
-        assert ours.masks.shape == (len(ours),) + image.shape[:2]
-        expected = source_masks(ref)
+        assert ours.shape == image.shape[:2] and len(ours.masks) == len(ours)
+        masks, expected = result_masks(ours), source_masks(ref)
         for j, i in enumerate(order):
-            assert mask_iou(ours.masks[i], expected[j]) >= 0.9, (j, ref.boxes.cls[j])
+            assert mask_iou(masks[i], expected[j]) >= 0.9, (j, ref.boxes.cls[j])
     if task == 'pose':
         assert isinstance(ours, PoseResult) and ours.names == COCO_KEYPOINTS
         expected = ref.keypoints.data.numpy()
@@ -155,7 +156,8 @@ def test_a_batch_of_frames_gives_each_frame_its_own_rows(pipelines, weights, ima
             want = pipelines['segment', 'onnx'].process(frame, 'bgr8', _params('bus.jpg'))
             assert len(got) == len(want) >= 1
             np.testing.assert_allclose(got.boxes, want.boxes, atol=1e-2)
-            assert all(mask_iou(a, b) >= 0.99 for a, b in zip(got.masks, want.masks))
+            pairs = zip(result_masks(got), result_masks(want))
+            assert all(mask_iou(a, b) >= 0.99 for a, b in pairs)
     finally:
         batched.close()
 
@@ -250,8 +252,8 @@ def test_an_ultralytics_nms_free_onnx_runs_like_its_predict(
         ref = predict(path, image, conf=THRESHOLDS['bus.jpg'])
         order = match_reference(ours, ref)
         if task == 'segment':
-            expected = source_masks(ref)
-            assert all(mask_iou(ours.masks[i], expected[j]) >= 0.9 for j, i in enumerate(order))
+            masks, expected = result_masks(ours), source_masks(ref)
+            assert all(mask_iou(masks[i], expected[j]) >= 0.9 for j, i in enumerate(order))
     finally:
         pipeline.close()
 
@@ -283,7 +285,8 @@ def test_tensorrt_engine_runs_the_rows(fake_trt, pipelines, weights, images, eng
         got = engine.process(image, 'bgr8', _params('bus.jpg'))
         np.testing.assert_allclose(got.boxes, want.boxes, atol=1e-2)
         if task == 'segment':
-            assert all(mask_iou(a, b) >= 0.99 for a, b in zip(got.masks, want.masks))
+            pairs = zip(result_masks(got), result_masks(want))
+            assert all(mask_iou(a, b) >= 0.99 for a, b in pairs)
         if task == 'pose':
             np.testing.assert_allclose(got.keypoints, want.keypoints, atol=1e-2)
     finally:

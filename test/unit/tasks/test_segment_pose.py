@@ -19,7 +19,8 @@ pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 import cv2  # noqa: E402
 
 from detection_match import iou  # noqa: E402
-from ultralytics_reference import mask_iou, match_reference, predict, source_masks  # noqa: E402,E501
+from ultralytics_reference import (mask_iou, match_reference, predict, result_masks,  # noqa: E402,E501
+                                   source_masks, whole_masks)
 from vision_nodes.manifest import ManifestError, parse_manifest, resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams, Detections  # noqa: E402
@@ -69,13 +70,15 @@ def test_segment_matches_ultralytics(pipelines, references, images, backend, nam
     assert pipeline.rect and pipeline.input_shape(image.shape[:2]) != (640, 640)
     ours = pipeline.process(image, 'bgr8', PARAMS)
     assert isinstance(ours, SegmentResult)
-    assert ours.masks.shape == (len(ours),) + image.shape[:2] and ours.masks.dtype == bool
+    assert ours.shape == image.shape[:2] and len(ours.masks) == len(ours.windows) == len(ours)
+    assert all(m.dtype == bool for m in ours.masks)
+    masks = result_masks(ours)
     ref = references['segment', name]
     expected = source_masks(ref)
     for j, i in enumerate(match_reference(ours, ref)):
-        assert mask_iou(ours.masks[i], expected[j]) >= 0.9, (j, ref.boxes.cls[j])
+        assert mask_iou(masks[i], expected[j]) >= 0.9, (j, ref.boxes.cls[j])
         box = ours.boxes[i]  # a mask stays inside its box (cropped at network resolution)
-        rows, cols = np.nonzero(ours.masks[i])
+        rows, cols = np.nonzero(masks[i])
         assert rows.min() >= box[1] - 2 and rows.max() <= box[3] + 2
         assert cols.min() >= box[0] - 2 and cols.max() <= box[2] + 2
 
@@ -117,7 +120,7 @@ def test_label_image_higher_score_wins_and_zero_is_background():
     assert labels[0, 2] == 2 and labels[3, 2] == 1 and labels[0, 0] == 1
     assert labels[3, 5] == 3 and labels[3, 4] == 0
     picked = result.select(np.array([2, 0]))
-    assert picked.masks[0, 3, 5] and picked.scores.tolist() == pytest.approx([0.9, 0.5])
+    assert picked.mask(0)[3, 5] and picked.scores.tolist() == pytest.approx([0.9, 0.5])
 
 
 def _pose_manifest(**extra):
@@ -243,7 +246,7 @@ def test_openvino_int8_keeps_masks_and_keypoints(pipelines, images, model_dir, e
             got = int8.process(images[name], 'bgr8', PARAMS)
             for i, j in _confident_pairs(want, got):
                 if task == 'segment':
-                    assert mask_iou(want.masks[i], got.masks[j]) >= 0.9
+                    assert mask_iou(want.mask(i), got.mask(j)) >= 0.9
                 else:
                     np.testing.assert_allclose(got.keypoints[j, :, :2],
                                                want.keypoints[i, :, :2], atol=4.0)
@@ -263,11 +266,12 @@ def test_tensorrt_engine_keeps_the_extra_outputs(fake_trt, pipelines, images, mo
         want = pipelines[task, 'onnx'].process(image, 'bgr8', PARAMS)
         got = engine.process(image, 'bgr8', PARAMS)
         np.testing.assert_allclose(got.boxes, want.boxes, atol=1e-2)
-        extra = 'masks' if task == 'segment' else 'keypoints'
-        np.testing.assert_array_equal(getattr(got, extra).shape, getattr(want, extra).shape)
         if task == 'segment':
-            assert all(mask_iou(a, b) >= 0.99 for a, b in zip(got.masks, want.masks))
+            assert len(got.masks) == len(want.masks) and got.shape == want.shape
+            pairs = zip(result_masks(got), result_masks(want))
+            assert all(mask_iou(a, b) >= 0.99 for a, b in pairs)
         else:
+            assert got.keypoints.shape == want.keypoints.shape
             np.testing.assert_allclose(got.keypoints, want.keypoints, atol=1e-2)
     finally:
         engine.close()
@@ -314,15 +318,14 @@ def test_box_limited_masks_equal_whole_frame_masks(seed):
     masks, kept, windows = instance_masks(coefficients, prototypes, boxes.astype(np.float32),
                                           meta)
     expected = _full_frame_masks(coefficients, prototypes, boxes, meta)
-    assert masks.shape[1:] == source
+    # Each mask is held at its window's size (the window within the image): nothing outside.
+    assert [m.shape for m in masks] == [(b - t, r - l) for t, b, l, r in windows.tolist()]
+    assert np.all((windows >= 0) & (windows <= np.repeat(source, 2)))
     kernel = np.ones((3, 3), np.uint8)
-    for mask, index, (top, bottom, left, right) in zip(masks, kept, windows):
+    for mask, index in zip(whole_masks(masks, windows, source), kept):
         want = expected[index].astype(np.uint8)
         edge = cv2.dilate(want, kernel) != cv2.erode(want, kernel)
         assert not np.any((mask != expected[index]) & ~edge)
-        inside = np.zeros_like(mask)
-        inside[top:bottom, left:right] = True
-        assert not mask[~inside].any()  # its window holds all of it (it may be empty)
 
 
 @pytest.mark.parametrize('task', MODELS)
@@ -346,7 +349,7 @@ def test_openvino_fp16_keeps_masks_and_keypoints(pipelines, images, model_dir, e
             got = half.process(images[name], 'bgr8', PARAMS)
             for i, j in _confident_pairs(want, got):
                 if task == 'segment':
-                    assert mask_iou(want.masks[i], got.masks[j]) >= 0.9
+                    assert mask_iou(want.mask(i), got.mask(j)) >= 0.9
                 else:
                     np.testing.assert_allclose(got.keypoints[j, :, :2],
                                                want.keypoints[i, :, :2], atol=4.0)
