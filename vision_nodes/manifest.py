@@ -94,6 +94,9 @@ class AccuracyBudget:
     #: 0 asks for fp32's answers: no reduced precision meets it.
     max_drop: float = 0.05
     strict: bool = False
+    #: Whether the manifest gave ``max_drop``: int8 is then quantized within it (NNCF's
+    #: accuracy control); the default budget only judges what was built.
+    declared: bool = False
 
 
 @dataclass(frozen=True)
@@ -285,6 +288,7 @@ def _parse_accuracy(source: str, data: Any) -> AccuracyBudget:
     if 'max_drop' in data:
         kwargs['max_drop'] = _number(source, 'accuracy.max_drop', data['max_drop'], 0.0, 1.0,
                                      'a number in 0..1')
+        kwargs['declared'] = True
     if 'strict' in data:
         kwargs['strict'] = _expect(source, 'accuracy.strict', data['strict'], bool,
                                    'true or false')

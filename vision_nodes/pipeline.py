@@ -171,9 +171,55 @@ def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.nd
     return calibration_preprocessor(manifest).tensor(Path(path), rect)
 
 
+def accuracy_control(manifest: ModelManifest, rect: bool, calibration_dir: str,
+                     log: Log = _no_log) -> Any:
+    """Return what quantizing ``manifest`` within its accuracy budget needs from its task.
+
+    The validation images (:mod:`.artifacts.validation`) as network inputs (at the rect shape
+    each runs at with ``rect``), the task's post-processing at the manifest's thresholds and
+    its agreement measure. None, with one line, when there are no validation images: int8 is
+    then quantized without the budget and the precision check judges it.
+    """
+    from .accuracy import agreement
+    from .artifacts.calibration import calibration_image
+    from .artifacts.quantize import AccuracyControl
+    from .artifacts.validation import ValidationError, validation_set
+    from .tasks.registry import param_defaults
+
+    folder = str(manifest.resolve_path(manifest.validation_dir)) \
+        if manifest.validation_dir else ''
+    try:
+        images = validation_set(folder, calibration_dir, log)
+    except ValidationError as exc:
+        log(f'int8: quantizing without the accuracy budget: {clip(exc, 400)}')
+        return None
+    task = create_task(manifest)
+    params = task.make_params(param_defaults(manifest))
+    depth = manifest.task == 'depth'
+
+    def make_items() -> list[tuple[Any, Any]]:
+        items = []
+        for path in images.images:
+            image = calibration_image(path)
+            shape = rect_shape(image.shape[:2], manifest.input_size, manifest.stride) \
+                if rect else tuple(manifest.input_size)
+            items.append(task.preprocess(image, 'bgr8', shape))
+        return items
+
+    def postprocess(outputs: list[Any], meta: Any) -> Any:
+        result = task.postprocess(outputs, meta, params)
+        return result.depth if depth else result
+
+    return AccuracyControl(make_items, postprocess,
+                           lambda ref, got: agreement(manifest.task, ref, got).value,
+                           manifest.accuracy.max_drop, images.sha256, len(images.images))
+
+
 def artifact_chain(cache: ArtifactCache, log: Log = _no_log) -> ArtifactChain:
-    """Return the chain that builds runners' artifacts, with the tasks' preprocessing."""
-    return ArtifactChain(cache, log, preprocessor_for=calibration_preprocessor)
+    """Return the chain that builds runners' artifacts, with the tasks' own processing."""
+    return ArtifactChain(cache, log, preprocessor_for=calibration_preprocessor,
+                         accuracy_control_for=lambda manifest, rect, folder: accuracy_control(
+                             manifest, rect, folder, log))
 
 
 def _artifact(config: RunnerConfig, chain: ArtifactChain | None, u8_input: bool) -> Any:

@@ -17,6 +17,7 @@ saying why (refused with ``strict``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -77,6 +78,26 @@ def _calibration_sha(config: Any) -> str:
         return ''
 
 
+def _artifact_id(artifact: Any) -> str:
+    """Return what identifies the exact artifact a runner loaded ('' for the weights).
+
+    An OpenVINO IR's content hash, a TensorRT engine's cache key, an ONNX model's bytes'
+    hash or its path (the weights' hash covers a user's own file).
+    """
+    if artifact is None or isinstance(artifact, (str, Path)):
+        return ''
+    if getattr(artifact, 'sha256', None):
+        return str(artifact.sha256)
+    entry = getattr(artifact, 'entry', None)
+    if entry is not None:
+        return f'engine {entry.key}'
+    model = getattr(artifact, 'model', None)
+    data = getattr(model, 'data', None)
+    if data is not None:
+        return hashlib.sha256(data).hexdigest()
+    return str(getattr(model, 'path', ''))
+
+
 def cache_fields(model: Any, images: ValidationSet) -> dict[str, Any]:
     """Return the measurement's cache key: everything that changes the agreement."""
     runner, manifest = model.runner, model.manifest
@@ -87,6 +108,8 @@ def cache_fields(model: Any, images: ValidationSet) -> dict[str, Any]:
         definition.pop(volatile, None)
     return {
         'weights_sha256': weights_sha256(runner.config.weights),
+        # The int8 IR differs with its calibration and an accuracy-controlled quantization.
+        'artifact': _artifact_id(runner.config.artifact),
         'model': json.dumps(definition, sort_keys=True, default=str),
         'backend': runner.config.backend,
         'precision': runner.config.precision,
@@ -135,6 +158,12 @@ def check_precision(model: Any, make_fp32: Callable[[], Any], cache: ArtifactCac
     if compute == 'fp32':
         return PrecisionCheck(compute, None, 'fp32')
     config = model.runner.config
+    if 'fp32' not in (model.manifest.precisions or ('fp32',)):
+        # A pre-quantized model, say: there is no fp32 to compare with.
+        found = PrecisionCheck(compute, None, "the model has no fp32 form (its manifest's "
+                               f"precisions: {', '.join(model.manifest.precisions)})")
+        log(found.line())
+        return found
     try:
         images = validation_set(validation_dir, config.calibration_dir, log)
     except ValidationError as exc:
@@ -143,7 +172,7 @@ def check_precision(model: Any, make_fp32: Callable[[], Any], cache: ArtifactCac
         return found
     try:
         measured, hit, fp32 = _measure(model, make_fp32, images, cache)
-    except (CacheError, CalibrationError, OSError) as exc:
+    except (CacheError, CalibrationError, OSError, RunnerError) as exc:
         found = PrecisionCheck(compute, None, f'the measurement failed: {clip(exc, 400)}')
         log(found.line())
         return found

@@ -8,6 +8,13 @@ image's name and SHA-256), the preprocessing (and the stride when it is not 32),
 and NNCF versions and this quantizer's version. The images are the same
 :class:`~.calibration.CalibrationSet` TensorRT calibrates on.
 
+With an accuracy budget (the manifest's ``accuracy.max_drop``, declared there), the model is
+quantized with NNCF's ``quantize_with_accuracy_control``: layers go back to floating point,
+the most harmful first, until the quantized model's answers on the validation images agree
+with fp32's within ``max_drop``. The agreement is the caller's measure
+(:class:`AccuracyControl`: the task's post-processing and :mod:`vision_nodes.accuracy`), the
+same the precision check reports. The budget and the validation set join the key.
+
 What stays in floating point: the model's output tail, i.e. the operations after its last
 learned convolution (for YOLO: the box decoding, the DFL softmax and its fixed convolution,
 the class sigmoid). They hold coordinates in pixels and exact constants, where int8 steps
@@ -22,9 +29,9 @@ import io
 import json
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .cache import CacheEntry, ArtifactCache
 from .calibration import CalibrationError, CalibrationSet, Preprocessor
@@ -40,6 +47,29 @@ FEW_CALIBRATION_IMAGES = 32
 Log = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class AccuracyControl:
+    """What accuracy-controlled quantization needs from the caller, who knows the task.
+
+    ``make_items()``: each validation image as (network input, its post-processing
+    metadata), made only when quantizing; ``postprocess(outputs, meta)``: the task's results
+    for one image; ``measure(reference, results)``: their agreement in 0..1 (1: the same).
+    """
+
+    make_items: Callable[[], Sequence[tuple[Any, Any]]]
+    postprocess: Callable[[list[Any], Any], Any]
+    measure: Callable[[Sequence[Any], Sequence[Any]], float]
+    max_drop: float
+    #: The validation set's content hash and size (the cache key's view of it).
+    sha256: str
+    images: int
+
+    def key(self) -> dict[str, Any]:
+        """Return what this control adds to the INT8 IR's cache key."""
+        return {'max_drop': self.max_drop, 'validation_sha256': self.sha256,
+                'images': self.images}
+
+
 def nncf_version() -> str | None:
     """Return the installed NNCF's version without importing it (it imports slowly), or None."""
     try:
@@ -49,11 +79,13 @@ def nncf_version() -> str | None:
 
 
 def int8_cache_fields(parent_sha256: str, calibration: CalibrationSet,
-                      manifest: ModelManifest, rect: bool) -> dict[str, Any]:
+                      manifest: ModelManifest, rect: bool,
+                      control: AccuracyControl | None = None) -> dict[str, Any]:
     """Return the fields that make up the INT8 IR's cache key.
 
     The stride shapes the rect calibration tensors; it joins the key only when it is not the
-    default 32, so the entries of stride-32 models keep their keys.
+    default 32, so the entries of stride-32 models keep their keys; so does an accuracy
+    control, absent without one.
     """
     fields = {
         'parent_sha256': parent_sha256,
@@ -70,6 +102,8 @@ def int8_cache_fields(parent_sha256: str, calibration: CalibrationSet,
     }
     if rect and int(manifest.stride) != 32:
         fields['stride'] = int(manifest.stride)
+    if control is not None:
+        fields['accuracy_control'] = control.key()
     return fields
 
 
@@ -126,9 +160,48 @@ class _Progress:
                      f'about {left:.0f} s left in this pass)')
 
 
+def _outputs(compiled: Any, tensor: Any) -> list[Any]:
+    """Run one input through a compiled model; return its outputs in the model's order."""
+    result = compiled(tensor)
+    return [result[out] for out in compiled.outputs]
+
+
+def _validation_fn(model: Any, control: AccuracyControl, items: Sequence[tuple[Any, Any]],
+                   log: Log) -> Callable[[Any, Any], tuple[float, list[float]]]:
+    """Return NNCF's validation function: a compiled model's agreement with fp32's answers.
+
+    fp32's answers are computed once here, from ``model`` compiled at f32. The function
+    returns the agreement over the items given and each item's own (NNCF ranks layers by
+    the items a change hurts).
+    """
+    import openvino as ov
+
+    started = time.monotonic()
+    exact = ov.Core().compile_model(model, 'CPU', {'INFERENCE_PRECISION_HINT': 'f32'})
+    reference = [control.postprocess(_outputs(exact, tensor), meta)
+                 for tensor, meta in items]
+    log(f'int8: fp32 answers on {len(reference)} validation images in '
+        f'{time.monotonic() - started:.1f} s; quantizing within accuracy.max_drop '
+        f'{control.max_drop:g}')
+
+    def validate(compiled: Any, data: Any) -> tuple[float, list[float]]:
+        wanted, got = [], []
+        for index, tensor, meta in data:
+            wanted.append(reference[index])
+            got.append(control.postprocess(_outputs(compiled, tensor), meta))
+        each = [control.measure([r], [g]) for r, g in zip(wanted, got)]
+        return control.measure(wanted, got), each
+
+    return validate
+
+
 def quantize_model(model: Any, calibration: CalibrationSet, preprocessor: Preprocessor,
-                   rect: bool, log: Log) -> Any:
-    """Return the INT8 version of an OpenVINO model, calibrated on ``calibration``."""
+                   rect: bool, log: Log, control: AccuracyControl | None = None) -> Any:
+    """Return the INT8 version of an OpenVINO model, calibrated on ``calibration``.
+
+    With ``control``, NNCF's accuracy-controlled quantization keeps its agreement with fp32
+    within ``control.max_drop`` (see the module).
+    """
     try:
         import nncf
     except ImportError as exc:
@@ -149,21 +222,33 @@ def quantize_model(model: Any, calibration: CalibrationSet, preprocessor: Prepro
     try:
         # NNCF draws progress bars on stdout; the log lines above say the same, once.
         with contextlib.redirect_stdout(io.StringIO()):
-            return nncf.quantize(model, dataset, preset=nncf.QuantizationPreset.MIXED,
-                                 subset_size=len(calibration.images), ignored_scope=ignored)
+            if control is None:
+                return nncf.quantize(model, dataset, preset=nncf.QuantizationPreset.MIXED,
+                                     subset_size=len(calibration.images),
+                                     ignored_scope=ignored)
+            items = control.make_items()
+            validation = nncf.Dataset([(i, tensor, meta)
+                                       for i, (tensor, meta) in enumerate(items)])
+            return nncf.quantize_with_accuracy_control(
+                model, dataset, validation, _validation_fn(model, control, items, log),
+                max_drop=control.max_drop, drop_type=nncf.DropType.ABSOLUTE,
+                preset=nncf.QuantizationPreset.MIXED, subset_size=len(calibration.images),
+                ignored_scope=ignored)
     finally:
         nncf_log.setLevel(level)
 
 
 def ensure_int8_ir(manifest: ModelManifest, parent_sha256: str, read_parent: Callable[[], Any],
                    calibration: CalibrationSet, preprocessor: Preprocessor, rect: bool,
-                   cache: ArtifactCache, log: Log) -> CacheEntry:
+                   cache: ArtifactCache, log: Log,
+                   control: AccuracyControl | None = None) -> CacheEntry:
     """Return the cached INT8 IR of a parent IR, quantizing it on a miss.
 
     ``read_parent()`` returns the parent as an ``openvino.Model`` (only called on a miss);
     with ``rect`` each calibration image is fed at the rect shape a frame like it runs at.
+    ``control``: quantize within an accuracy budget (declared in the manifest).
     """
-    fields = int8_cache_fields(parent_sha256, calibration, manifest, rect)
+    fields = int8_cache_fields(parent_sha256, calibration, manifest, rect, control)
 
     def build(folder: Path) -> None:
         import openvino as ov
@@ -176,7 +261,8 @@ def ensure_int8_ir(manifest: ModelManifest, parent_sha256: str, read_parent: Cal
             log(f'int8: only {count} calibration images; use {FEW_CALIBRATION_IMAGES}-300 '
                 "frames from the robot's own camera for int8 accuracy close to fp32")
         started = time.monotonic()
-        quantized = quantize_model(read_parent(), calibration, preprocessor, rect, log)
+        quantized = quantize_model(read_parent(), calibration, preprocessor, rect, log,
+                                   control)
         ov.save_model(quantized, str(folder / IR_XML), compress_to_fp16=False)
         (folder / 'tools.json').write_text(json.dumps(
             {'openvino': openvino_version(), 'nncf': fields['nncf'],
