@@ -207,6 +207,12 @@ class SegmentationTask(DetectionTask):
         if output_names is not None:
             names = list(output_names)
             missing = [n for n in (PREDICTIONS, PROTOTYPES) if n not in names]
+            if missing and len(shapes) == 1 and len(shapes[0]) == 3:
+                raise ManifestError(
+                    f"{where}: `task: segment` needs a segmentation model's two outputs "
+                    f"('{PREDICTIONS}' with mask coefficients and '{PROTOTYPES}', the mask "
+                    f"prototypes); this model has one, {'x'.join(map(str, shapes[0]))}, as a "
+                    'detector has: use `task: detect` for it, or -seg weights')
             if missing:
                 raise ManifestError(
                     f"{where}: `task: segment` needs outputs '{PREDICTIONS}' (boxes, classes, "

@@ -180,6 +180,9 @@ def test_segment_outputs_are_checked_by_name_then_rank():
     assert task._positions == (1, 0)
     task.check_model([(1, 32, 160, 160), (1, 116, 8400)], labels, ['output1', 'output0'])
     assert task._positions == (1, 0)
+    with pytest.raises(ManifestError, match="as a detector has: use `task: detect` for it, "
+                                            'or -seg weights'):
+        task.check_model([(1, 84, 8400)], labels, ['output0'])  # an exported detector
     with pytest.raises(ManifestError, match="needs outputs 'output0'.*'output1'.*'masks'"):
         task.check_model([(1, 116, 8400), (1, 32, 160, 160)], labels, ['output0', 'masks'])
     with pytest.raises(ManifestError, match='needs two outputs'):
