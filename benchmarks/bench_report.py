@@ -63,12 +63,13 @@ def machine_facts() -> dict[str, Any]:
 
 def write_json(path: Path, machine: Mapping[str, Any], configs: Mapping[str, Any],
                ultralytics_pt_ms: float | None, ratios: Mapping[str, Any],
-               skipped: Mapping[str, str] | None = None) -> None:
-    """Write the report in the shape above."""
+               skipped: Mapping[str, str] | None = None,
+               extra: Mapping[str, Any] | None = None) -> None:
+    """Write the report in the shape above; ``extra``: a benchmark's own further keys."""
     Path(path).write_text(json.dumps({
         'machine': dict(machine), 'configs': dict(configs),
         'ultralytics_pt_ms': ultralytics_pt_ms, 'ratios': dict(ratios),
-        'skipped': dict(skipped or {})}, indent=2) + '\n')
+        'skipped': dict(skipped or {}), **dict(extra or {})}, indent=2) + '\n')
 
 
 def write_plot(path: Path, configs: Mapping[str, Mapping[str, Any]],
