@@ -91,6 +91,7 @@ class Loaded:
 
 # -- labels -------------------------------------------------------------------------------
 def _detections(boxes: list[list[float]], classes: list[int]) -> Any:
+    """Return labelled boxes (xyxy, source pixels) as Detections, each scoring 1."""
     from vision_nodes.tasks.detect import Detections
 
     return Detections(np.asarray(boxes, np.float32).reshape(-1, 4),
@@ -121,6 +122,7 @@ def _yolo_labels(image: Path, width: int, height: int) -> Any:
 
 
 def _read(image: Path) -> np.ndarray:
+    """Return the image as BGR; one line naming the file when OpenCV cannot read it."""
     bgr = cv2.imread(str(image))
     if bgr is None:
         raise SystemExit(f'--labels {image}: not an image OpenCV can read')
@@ -134,6 +136,7 @@ def _coco_class(category: dict[str, Any], names: list[str]) -> int:
 
 
 def _coco_labels(folder: Path, names: list[str]) -> tuple[list[Path], list[Any]]:
+    """Return the images of the folder's COCO file and their labels (crowds left out)."""
     data = json.loads((folder / COCO_FILE).read_text())
     classes = {c['id']: _coco_class(c, names) for c in data.get('categories', [])}
     per_image: dict[int, tuple[list, list]] = {im['id']: ([], []) for im in data['images']}
@@ -189,6 +192,7 @@ def _load(manifest: Any, config: Config, calibration: str, cache: str, log: list
 
 
 def _params(model: Any) -> Any:
+    """Return the post-processing parameters the node starts with (the manifest's)."""
     from vision_nodes.tasks.registry import param_defaults
 
     return model.task.make_params(param_defaults(model.manifest))
@@ -266,21 +270,23 @@ def configure_once(model: str, backend: str, precision: str, cache: str, check: 
 
 
 def _configure_in_process(model: str, precision: str, cache: Path, check: bool) -> dict:
+    """Run :func:`configure_once` in a fresh process; return its numbers and wall time."""
     args = [sys.executable, str(Path(__file__).resolve()), '--configure-once', str(cache),
             '--models', model, '--cost-precision', precision,
             '--cost-check', 'on' if check else 'off']
+    started = time.perf_counter()
     proc = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - started
     found = [line for line in proc.stdout.splitlines() if line.startswith('CONFIGURE ')]
     if proc.returncode or not found:
         raise RuntimeError(f'configure subprocess failed ({proc.returncode}): '
                            f'{proc.stderr.strip()[-600:]}')
-    return json.loads(found[-1].split(' ', 1)[1])
+    return {**json.loads(found[-1].split(' ', 1)[1]), 'process_seconds': wall}
 
 
 def check_cost(model: str, precision: str, repeats: int) -> dict[str, Any]:
     """Configure times with and without the check, cold and cached; their paired ratios."""
-    kinds = ('cold, check', 'cold, no check', 'cached, check', 'cached, no check')
-    times: dict[str, list[list[float]]] = {k: [] for k in kinds}
+    times: dict[str, list[list[float]]] = {}
     logs: dict[str, list[str]] = {}
     for repeat in range(repeats):
         work = Path(tempfile.mkdtemp(prefix='bench_accuracy_cost_'))
@@ -290,10 +296,13 @@ def check_cost(model: str, precision: str, repeats: int) -> dict[str, Any]:
                 for check in flags:
                     kind = f"{phase}, {'check' if check else 'no check'}"
                     got = _configure_in_process(model, precision, work / str(check), check)
-                    times[kind].append([got['seconds']])
+                    times.setdefault(kind, []).append([got['seconds']])
+                    times.setdefault(f'{kind}, whole process', []).append(
+                        [got['process_seconds']])
                     logs.setdefault(kind, got['log'])
                     print(f"  repeat {repeat + 1}: {kind:<17} {got['seconds']:6.2f} s "
-                          f"({got['compute_type']})", flush=True)
+                          f"(the process: {got['process_seconds']:5.2f} s; "
+                          f"{got['compute_type']})", flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return _cost_summary(model, precision, times, logs)
@@ -301,19 +310,29 @@ def check_cost(model: str, precision: str, repeats: int) -> dict[str, Any]:
 
 def _cost_summary(model: str, precision: str, times: dict[str, list[list[float]]],
                   logs: dict[str, list[str]]) -> dict[str, Any]:
+    """Return the medians and the check's added share of each kind of configure."""
     out: dict[str, Any] = {'model': model, 'backend': 'openvino', 'precision': precision,
                            'repeats': len(times['cold, check']),
                            'how': 'each configure in a fresh process; OpenVINO and Ultralytics '
-                                  'imported before the clock starts',
+                                  "imported before the clock starts ('whole process': from "
+                                  'its start to its end, imports included)',
                            'seconds': {k: statistics.median(x[0] for x in v)
                                        for k, v in times.items()},
-                           'log_cold_check': logs.get('cold, check', [])}
+                           'log_cold_check': logs.get('cold, check', []),
+                           'log_cold_no_check': logs.get('cold, no check', [])}
     for phase in ('cold', 'cached'):
-        ratio = paired_ratio(times[f'{phase}, check'], times[f'{phase}, no check'])
-        out[f'{phase}_added_percent'] = {'median': 100 * (ratio.value - 1),
-                                         'low': 100 * (ratio.low - 1),
-                                         'high': 100 * (ratio.high - 1)}
+        for suffix, key in (('', phase), (', whole process', f'{phase}_process')):
+            check, without = f'{phase}, check{suffix}', f'{phase}, no check{suffix}'
+            if check in times:
+                out[f'{key}_added_percent'] = _added(times[check], times[without])
     return out
+
+
+def _added(check: list[list[float]], without: list[list[float]]) -> dict[str, float]:
+    """Return the percentage ``check`` adds to ``without``, paired by repeat [95 %]."""
+    ratio = paired_ratio(check, without)
+    return {'median': 100 * (ratio.value - 1), 'low': 100 * (ratio.low - 1),
+            'high': 100 * (ratio.high - 1)}
 
 
 # -- the report ---------------------------------------------------------------------------
@@ -332,6 +351,7 @@ def _speedup(item: Loaded, loaded: list[Loaded]) -> dict[str, float] | None:
 
 
 def _row(item: Loaded, loaded: list[Loaded], images: int) -> dict[str, Any]:
+    """Return one configuration's line of the JSON's ``configs``."""
     runner = item.model.runner
     return {'model': item.model.manifest.name, 'backend': runner.config.backend,
             'precision': item.config.precision, 'compute_type': runner.compute_type(),
@@ -362,9 +382,26 @@ def table_lines(configs: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _panel(axis: Any, configs: dict[str, dict[str, Any]], label: str, value: Any) -> None:
+    """Draw one point per configuration: ``value(row)`` against its speed-up [95 %]."""
+    for offset, (name, row) in enumerate(configs.items()):
+        y, speed = value(row), row['speedup']
+        if y is None or speed is None:
+            continue
+        x = speed['median']
+        axis.errorbar([x], [y], xerr=[[x - speed['low']], [speed['high'] - x]], fmt='o',
+                      capsize=3)
+        axis.annotate(f"{name} ({row['compute_type']}, {row['pipeline_ms']:.0f} ms)", (x, y),
+                      fontsize=8, xytext=(6, 6 - 12 * (offset % 2)), textcoords='offset points')
+    axis.margins(x=0.35, y=0.1)  # room for the labels right of the fastest point
+    axis.set_xlabel("speed-up over the same backend's fp32 (pipeline, median [95 %])")
+    axis.set_ylabel(label)
+    axis.grid(alpha=0.3)
+
+
 def write_plot(path: Path, configs: dict[str, dict[str, Any]], budget: float, title: str
                ) -> None:
-    """Agreement with fp32 (and mAP against labels) against the speed-up over fp32."""
+    """Write a PNG: agreement with fp32 (and mAP against labels) against the speed-up."""
     import matplotlib
 
     matplotlib.use('Agg')
@@ -376,24 +413,10 @@ def write_plot(path: Path, configs: dict[str, dict[str, Any]], budget: float, ti
                        lambda r: (r.get('labels') or {}).get('map50_95')))
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
     for axis, (label, value) in zip(axes[0], panels):
-        for offset, (name, row) in enumerate(configs.items()):
-            y, speed = value(row), row['speedup']
-            if y is None or speed is None:
-                continue
-            x = speed['median']
-            axis.errorbar([x], [y], xerr=[[x - speed['low']], [speed['high'] - x]], fmt='o',
-                          capsize=3)
-            axis.annotate(f"{name} ({row['compute_type']}, {row['pipeline_ms']:.0f} ms)",
-                          (x, y), fontsize=8,
-                          xytext=(6, 6 - 12 * (offset % 2)), textcoords='offset points')
-        if label.startswith('agreement'):
-            axis.axhline(1 - budget, color='grey', linestyle='--',
-                         label=f'the manifest budget (max_drop {budget:g})')
-            axis.legend(fontsize=8, loc='lower left')
-        axis.margins(x=0.35, y=0.1)  # room for the labels right of the fastest point
-        axis.set_xlabel("speed-up over the same backend's fp32 (pipeline, median [95 %])")
-        axis.set_ylabel(label)
-        axis.grid(alpha=0.3)
+        _panel(axis, configs, label, value)
+    axes[0][0].axhline(1 - budget, color='grey', linestyle='--',
+                       label=f'the manifest budget (max_drop {budget:g})')
+    axes[0][0].legend(fontsize=8, loc='lower left')
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -413,6 +436,7 @@ def cpu_flags() -> list[str]:
 
 # -- the run ------------------------------------------------------------------------------
 def _parser() -> argparse.ArgumentParser:
+    """Return the command line (``--configure-once``: the check's price, one process)."""
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('--models', nargs='+', default=['yolov8n'])
     parser.add_argument('--configs', nargs='+', default=DEFAULT_CONFIGS,
@@ -451,6 +475,7 @@ def _calibration(given: Path | None, images: list[Path]) -> tuple[str, str]:
 
 
 def _manifest(name: str, max_drop: float | None) -> Any:
+    """Return the model's manifest, its accuracy budget replaced by ``--max-drop``."""
     from vision_nodes.manifest import AccuracyBudget, resolve_manifest
 
     manifest = resolve_manifest(name)
@@ -509,23 +534,29 @@ def _measure_model(name: str, args: argparse.Namespace, calibration: str,
 
 
 def _cost_precision(given: str) -> str:
+    """Return the precision whose check is priced: the fast reduced type of this CPU."""
     from vision_nodes.platform.cpu import cpu_info
 
     return given or ('fp16' if cpu_info().bf16 else 'int8')
 
 
 def _print_cost(cost: dict[str, Any]) -> None:
-    cold, cached = cost['cold_added_percent'], cost['cached_added_percent']
+    """Print the check's price: the medians, then its share of each configure."""
     print(f"\nthe precision check ({cost['model']}, openvino {cost['precision']}, "
           f"{cost['repeats']} repeats, {cost['how']}):")
     for kind, seconds in cost['seconds'].items():
-        print(f'  {kind:<17} {seconds:6.2f} s (median)')
-    print(f"check adds {cold['median']:.0f} % [{cold['low']:.0f}, {cold['high']:.0f}] to a "
-          f"first configure, {cached['median']:.0f} % [{cached['low']:.0f}, "
-          f"{cached['high']:.0f}] to a cached one (targets: <= 25 % and ~0)")
+        print(f'  {kind:<32} {seconds:6.2f} s (median)')
+
+    def share(key: str) -> str:
+        added = cost[f'{key}_added_percent']
+        return f"{added['median']:.0f} % [{added['low']:.0f}, {added['high']:.0f}]"
+    print(f"check adds {share('cold')} to a first configure, {share('cached')} to a cached "
+          f"one (targets: <= 25 % and ~0); to the whole process (imports included): "
+          f"{share('cold_process')} and {share('cached_process')}")
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Measure every model and configuration, then the check's price; report them."""
     from vision_nodes.artifacts.validation import validation_set
 
     chosen = validation_set()
@@ -552,6 +583,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, machine: dict[str, Any], configs: dict[str, Any],
             skipped: dict[str, str], cost: dict[str, Any] | None, calibration: str) -> None:
+    """Print the table and the check's price; write the JSON and the plot if asked."""
     print()
     print('\n'.join(table_lines(configs)) if configs else 'nothing could run')
     if cost is not None:

@@ -108,13 +108,17 @@ def test_a_bad_label_line_is_one_line_naming_the_file_and_the_rule(bench, labell
 
 def test_the_check_cost_is_the_paired_share_of_each_configure(bench):
     times = {'cold, check': [[12.0], [11.0], [13.0]], 'cold, no check': [[10.0], [10.0], [10.0]],
-             'cached, check': [[0.5], [0.5], [0.5]], 'cached, no check': [[0.5], [0.5], [0.5]]}
+             'cached, check': [[0.5], [0.5], [0.5]], 'cached, no check': [[0.5], [0.5], [0.5]],
+             'cold, check, whole process': [[16.0], [15.0], [17.0]],
+             'cold, no check, whole process': [[14.0], [14.0], [14.0]]}
     cost = bench._cost_summary('yolov8n', 'fp16', times, {})
     assert cost['repeats'] == 3 and cost['seconds']['cold, check'] == 12.0
-    assert cost['cold_added_percent']['median'] == pytest.approx(20.0)
-    assert 10.0 - 1e-9 <= cost['cold_added_percent']['low'] <= 20.0 <= \
-        cost['cold_added_percent']['high'] <= 30.0 + 1e-9
+    cold = cost['cold_added_percent']
+    assert cold['median'] == pytest.approx(20.0)
+    assert 10.0 - 1e-9 <= cold['low'] <= 20.0 <= cold['high'] <= 30.0 + 1e-9
     assert cost['cached_added_percent'] == {'median': 0.0, 'low': 0.0, 'high': 0.0}
+    assert cost['cold_process_added_percent']['median'] == pytest.approx(100 * 2 / 14)
+    assert 'cached_process_added_percent' not in cost
 
 
 def test_a_tiny_run_writes_agreements_labels_map_and_the_plot(labelled, engine_cache_dir,
