@@ -311,8 +311,8 @@ def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_d
                    cache_dir: str | Path = '', device: str = '', precision: str = 'fp32',
                    execution_provider: str = '', calibration_dir: str = '',
                    torch_compile: bool = True, device_io: bool = True,
-                   cuda_graphs: bool = True, log: Log = _no_log, max_batch: int = 1
-                   ) -> LoadedModel:
+                   cuda_graphs: bool = True, log: Log = _no_log, max_batch: int = 1,
+                   check_precision: bool = True) -> LoadedModel:
     """Create the task, resolve the weights, create and load the runner (one model).
 
     The same path as :func:`build_pipelines` (``auto`` included), for one model.
@@ -321,7 +321,8 @@ def build_pipeline(manifest: ModelManifest, backend: str | Selection, *, model_d
         [manifest], backend, model_dir=model_dir, cache_dir=cache_dir, device=device,
         precision=precision, execution_provider=execution_provider,
         calibration_dir=calibration_dir, torch_compile=torch_compile, device_io=device_io,
-        cuda_graphs=cuda_graphs, log=log, max_batch=max_batch).models[0]
+        cuda_graphs=cuda_graphs, log=log, max_batch=max_batch,
+        check_precision=check_precision).models[0]
 
 
 def build_pipelines(manifests: Sequence[ModelManifest], backend: str | Selection, *,

@@ -196,8 +196,9 @@ def test_fp16_takes_the_u8_image(monkeypatch, fake_gpu, manifest, model_dir, tmp
     trt = make_fake_tensorrt(fake_gpu, version)
     monkeypatch.setitem(sys.modules, 'tensorrt', trt)
     single = replace(manifest, max_batch=1)
+    # Without the precision check, whose fp32 twin would add its own engine and u8 graph.
     fp16 = build_pipeline(single, 'tensorrt', model_dir=str(model_dir), precision='fp16',
-                          cache_dir=tmp_path)
+                          cache_dir=tmp_path, check_precision=False)
     try:
         assert fp16.runner.takes_u8
         assert ('FP16' in trt.built[0]['flags']) is version.startswith('10.')
@@ -213,6 +214,38 @@ def test_fp16_takes_the_u8_image(monkeypatch, fake_gpu, manifest, model_dir, tmp
                                    fp16.process(image, 'bgr8', PARAMS), at_least=2)
     finally:
         fp16.close()
+
+
+def test_an_fp16_engine_is_measured_against_the_fp32_engine(monkeypatch, fake_gpu, manifest,
+                                                            model_dir, tmp_path):
+    """The precision check on TensorRT: an fp32 engine is built beside the fp16 one, both run
+    the validation set, and the agreement is logged and kept for the next configure."""
+    from vision_nodes.artifacts.validation import MIN_VALIDATION_IMAGES, package_images
+
+    if len(package_images()) < MIN_VALIDATION_IMAGES:
+        pytest.skip('no default validation set here (requirements/validation.txt)')
+    trt = make_fake_tensorrt(fake_gpu, '10.13.2.6')
+    monkeypatch.setitem(sys.modules, 'tensorrt', trt)
+    lines: list[str] = []
+    single = replace(manifest, max_batch=1)
+    fp16 = build_pipeline(single, 'tensorrt', model_dir=str(model_dir), precision='fp16',
+                          cache_dir=tmp_path, log=lines.append)
+    try:
+        check = fp16.precision_check
+        assert check.compute_type == 'fp16' and check.agreement is not None
+        assert check.agreement.measure == 'box mAP50-95' and check.agreement.images >= 10
+        # Two engines: fp16 and its fp32 twin.
+        assert sorted('FP16' in b['flags'] for b in trt.built) == [False, True]
+        assert any(line.startswith('precision fp16: ') for line in lines)
+    finally:
+        fp16.close()
+    again = build_pipeline(single, 'tensorrt', model_dir=str(model_dir), precision='fp16',
+                           cache_dir=tmp_path)
+    try:
+        assert again.precision_check.cached and again.precision_check.agreement == \
+            check.agreement
+    finally:
+        again.close()
 
 
 def _tiny_manifest(weights: Path, name: str = 'tiny', **extra):
