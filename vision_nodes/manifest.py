@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -540,16 +541,39 @@ def use_default_model_dir() -> Path | None:
     """Give this process (and the nodes it starts) the default model folder; return it.
 
     ``$VISION_NODES_MODEL_DIR`` when set; else ``shared/models`` beside a source checkout (the
-    development layout), which is then exported so that node processes started from here
-    resolve weights the same way. The demo, the benchmarks, the soak script and the tests call
-    this first, so they all find the same weights without any setting.
+    development layout: the one ``vision_nodes`` is imported from, else the one holding the
+    running script, as with a colcon workspace sourced), which is then exported so that node
+    processes started from here resolve weights the same way. The demo, the benchmarks, the
+    soak script and the tests call this first, so they all find the same weights without any
+    setting.
     """
     value = os.environ.get(MODEL_DIR_ENV)
     if value:
         return Path(os.path.expanduser(value))
-    if CHECKOUT_MODEL_DIR.is_dir():
-        os.environ[MODEL_DIR_ENV] = str(CHECKOUT_MODEL_DIR)
-        return CHECKOUT_MODEL_DIR
+    for folder in (CHECKOUT_MODEL_DIR, _script_checkout_models()):
+        if folder is not None and folder.is_dir():
+            os.environ[MODEL_DIR_ENV] = str(folder)
+            return folder
+    return None
+
+
+def _script_checkout_models() -> Path | None:
+    """``shared/models`` beside the checkout that holds the running script, if any.
+
+    With a colcon workspace sourced, ``vision_nodes`` is imported from ``install/`` (no
+    ``shared/`` beside it), yet a benchmark or a tool run from a checkout still has the
+    development layout around it.
+    """
+    script = sys.argv[0] if sys.argv else ''
+    if not script or script.startswith('-'):
+        return None
+    try:
+        folders = Path(script).resolve().parents
+    except (OSError, RuntimeError, ValueError):
+        return None
+    for folder in folders:
+        if (folder / 'package.xml').is_file() and (folder / 'vision_nodes').is_dir():
+            return folder.parent / 'shared' / 'models'
     return None
 
 
