@@ -31,7 +31,8 @@ The precision check's price: for the first model on OpenVINO at its reduced prec
 timed in fresh processes (imports of OpenVINO and Ultralytics done before the clock starts):
 on a cold cache with the check and without it, then again on each of those caches (cached),
 ``--cost-repeats`` times, in alternating order; the check's share is the median over repeats
-of the paired ratio.
+of the paired ratio, of wall time, of the configure's CPU time (all threads: less hurt by
+other load on a shared machine) and of the whole process's wall time (imports included).
 
 ``--labels FOLDER`` (images with same-named YOLO ``.txt`` labels, ``class cx cy w h``
 normalised to the image; or a COCO ``instances.json`` in the folder) also gives each
@@ -257,14 +258,15 @@ def configure_once(model: str, backend: str, precision: str, cache: str, check: 
 
     import_ultralytics()
     manifest = resolve_manifest(model)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     lines: list[tuple[float, str]] = []
     pipe = build_pipelines([manifest], backend, cache_dir=cache, precision=precision,
                            check_precision=check,
                            log=lambda line: lines.append((time.perf_counter() - started, line)))
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     print('CONFIGURE ' + json.dumps({
-        'seconds': seconds, 'compute_type': pipe.models[0].runner.compute_type(),
+        'seconds': seconds, 'cpu_seconds': cpu,
+        'compute_type': pipe.models[0].runner.compute_type(),
         'log': [f'{t:6.2f} s {line}' for t, line in lines]}), flush=True)
     pipe.close()
 
@@ -299,9 +301,11 @@ def check_cost(model: str, precision: str, repeats: int) -> dict[str, Any]:
                     times.setdefault(kind, []).append([got['seconds']])
                     times.setdefault(f'{kind}, whole process', []).append(
                         [got['process_seconds']])
+                    times.setdefault(f'{kind}, cpu', []).append([got['cpu_seconds']])
                     logs.setdefault(kind, got['log'])
                     print(f"  repeat {repeat + 1}: {kind:<17} {got['seconds']:6.2f} s "
-                          f"(the process: {got['process_seconds']:5.2f} s; "
+                          f"(cpu {got['cpu_seconds']:5.2f} s; the process: "
+                          f"{got['process_seconds']:5.2f} s; "
                           f"{got['compute_type']})", flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -315,13 +319,16 @@ def _cost_summary(model: str, precision: str, times: dict[str, list[list[float]]
                            'repeats': len(times['cold, check']),
                            'how': 'each configure in a fresh process; OpenVINO and Ultralytics '
                                   "imported before the clock starts ('whole process': from "
-                                  'its start to its end, imports included)',
+                                  "its start to its end, imports included; 'cpu': the "
+                                  "configure's CPU time, all threads, less hurt than wall "
+                                  'time by other load on a shared machine)',
                            'seconds': {k: statistics.median(x[0] for x in v)
                                        for k, v in times.items()},
                            'log_cold_check': logs.get('cold, check', []),
                            'log_cold_no_check': logs.get('cold, no check', [])}
     for phase in ('cold', 'cached'):
-        for suffix, key in (('', phase), (', whole process', f'{phase}_process')):
+        for suffix, key in (('', phase), (', whole process', f'{phase}_process'),
+                            (', cpu', f'{phase}_cpu')):
             check, without = f'{phase}, check{suffix}', f'{phase}, no check{suffix}'
             if check in times:
                 out[f'{key}_added_percent'] = _added(times[check], times[without])
@@ -551,7 +558,8 @@ def _print_cost(cost: dict[str, Any]) -> None:
         added = cost[f'{key}_added_percent']
         return f"{added['median']:.0f} % [{added['low']:.0f}, {added['high']:.0f}]"
     print(f"check adds {share('cold')} to a first configure, {share('cached')} to a cached "
-          f"one (targets: <= 25 % and ~0); to the whole process (imports included): "
+          f"one (targets: <= 25 % and ~0); in CPU time {share('cold_cpu')} and "
+          f"{share('cached_cpu')}; to the whole process (imports included) "
           f"{share('cold_process')} and {share('cached_process')}")
 
 
