@@ -1,6 +1,6 @@
-"""YOLO26n detect, segment and pose checkpoints with seeded weights (no YOLO26 weights here).
+"""YOLO26n detect, segment, pose and obb checkpoints with seeded weights (no YOLO26 weights here).
 
-Built from Ultralytics' own ``yolo26n.yaml`` / ``yolo26n-seg.yaml`` / ``yolo26n-pose.yaml``
+Built from Ultralytics' own ``yolo26n.yaml`` / ``-seg`` / ``-pose`` / ``-obb.yaml``
 with ``torch.manual_seed(seed)`` and saved with ``Model.save``, as a user's checkpoint is. The
 architecture is the real one: a one-to-many head (for NMS) and the NMS-free one-to-one head
 (top-k inside the network). Three fixed departures from plain default init make the outputs
@@ -24,7 +24,8 @@ import os
 from pathlib import Path
 
 #: yaml per task (scale n).
-YAMLS = {'detect': 'yolo26n.yaml', 'segment': 'yolo26n-seg.yaml', 'pose': 'yolo26n-pose.yaml'}
+YAMLS = {'detect': 'yolo26n.yaml', 'segment': 'yolo26n-seg.yaml', 'pose': 'yolo26n-pose.yaml',
+         'obb': 'yolo26n-obb.yaml'}
 CLASS_GAIN, CLASS_BIAS, BOX_GAIN = 0.3, -4.0, 0.2
 #: The images whose statistics the batch norms get (bundled with ultralytics).
 STAT_IMAGES = ('bus.jpg', 'zidane.jpg')
@@ -74,7 +75,7 @@ def _spread_one_to_one_head(head) -> None:
 
 
 def yolo26_pt(path: Path, task: str = 'detect', seed: int = 0) -> Path:
-    """Write a seeded YOLO26n checkpoint of ``task`` (detect, segment, pose) at ``path``."""
+    """Write a seeded YOLO26n checkpoint of ``task`` (detect, segment, pose, obb) at ``path``."""
     if path.is_file():
         return path
     os.environ.setdefault('YOLO_OFFLINE', '1')

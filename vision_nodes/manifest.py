@@ -325,14 +325,18 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
 
 
 def _parse_task_blocks(source: str, task: str, data: dict) -> tuple[tuple[str, Any], ...]:
-    """Refuse other tasks' blocks; have the task's own file parse its blocks."""
+    """Refuse other tasks' blocks; have the task's own file parse its blocks.
+
+    The task's file sees every manifest of its task, also one without blocks of its own: it
+    may refuse generic fields its task cannot honour (classify: a letterboxed input).
+    """
     own = TASK_MAP[task].blocks if TASK_MAP.get(task) else ()
     for key in data:
         if key in _TOP_KEYS and key not in _GENERIC_KEYS and key not in own:
             owners = [name for name, entry in TASK_MAP.items() if entry and key in entry.blocks]
             raise _fail(source, key, f"only {' or '.join(owners)} models have this block "
                         f"(task is '{task}')")
-    if not own:
+    if TASK_MAP.get(task) is None:
         return ()
     return tuple(task_class(task).parse_manifest_blocks(source, data).items())
 

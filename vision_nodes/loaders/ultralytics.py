@@ -58,11 +58,11 @@ def import_ultralytics() -> Any:
 
 
 #: Tasks whose manifests take only Ultralytics weights of that same task.
-_SAME_TASK = ('depth', 'segment', 'pose')
+_SAME_TASK = ('depth', 'segment', 'pose', 'obb', 'classify')
 
 
 def _check_task(manifest: ModelManifest, task: Any) -> None:
-    """Refuse weights of another task for depth, segment and pose, and theirs for another."""
+    """Refuse weights of another task for all but detect, and theirs for another task."""
     if task != manifest.task and (task in _SAME_TASK or manifest.task in _SAME_TASK):
         raise ModelLoadError(f"the file holds a {task} model but manifest "
                              f"'{manifest.name}' has task '{manifest.task}': use "
@@ -115,6 +115,19 @@ def _depth_at_input_size(module: Any) -> None:
     head = module.model[-1] if hasattr(module, 'model') else None
     if head is None or not hasattr(head, 'cal_a'):
         raise ModelLoadError('this Ultralytics depth model has no Depth head as its last layer')
+    head.export = True
+
+
+def _probabilities_only(module: Any) -> None:
+    """Make a classify head return its softmax alone, as Ultralytics' own export does.
+
+    In eval mode the head returns (probabilities, logits); in export mode only the
+    probabilities, which every backend then gets as the one output ``output0``.
+    """
+    head = module.model[-1] if hasattr(module, 'model') else None
+    if head is None or not hasattr(head, 'linear'):
+        raise ModelLoadError('this Ultralytics classify model has no Classify head as its '
+                             'last layer')
     head.export = True
 
 
@@ -249,6 +262,8 @@ def load_ultralytics(manifest: ModelManifest, weights: Path,
         module = model.float()
         if manifest.task == 'depth':
             _depth_at_input_size(module)
+        elif manifest.task == 'classify':
+            _probabilities_only(module)
         else:
             _select_one_to_one_head(module)
         if not hasattr(module, 'stride'):

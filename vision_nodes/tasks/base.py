@@ -33,8 +33,9 @@ class Task(Protocol):
     def parse_manifest_blocks(cls, source: str, data: Mapping[str, Any]) -> dict[str, Any]:
         """Parse and validate this task's own manifest blocks from the top-level mapping.
 
-        Only for tasks whose registry entry names blocks; raises ManifestError naming the
-        field (the helpers of :mod:`vision_nodes.manifest` keep the one error format).
+        Called for every manifest of the task (one without blocks of its own gives ``{}``,
+        and may refuse a generic field the task cannot honour); raises ManifestError naming
+        the field (the helpers of :mod:`vision_nodes.manifest` keep the one error format).
         """
 
     @classmethod

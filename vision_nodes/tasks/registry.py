@@ -32,6 +32,8 @@ TASK_MAP: dict[str, TaskEntry | None] = {
     'depth': TaskEntry('vision_nodes.tasks.depth', 'DepthTask', blocks=('depth',)),
     'segment': TaskEntry('vision_nodes.tasks.segment', 'SegmentationTask'),
     'pose': TaskEntry('vision_nodes.tasks.pose', 'PoseTask', blocks=('keypoints', 'skeleton')),
+    'obb': TaskEntry('vision_nodes.tasks.obb', 'OrientedBoxTask'),
+    'classify': TaskEntry('vision_nodes.tasks.classify', 'ClassifyTask'),
 }
 #: Values a manifest's ``task`` may have.
 KNOWN_TASKS = tuple(TASK_MAP)

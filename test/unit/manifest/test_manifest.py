@@ -145,7 +145,7 @@ BAD_CASES: list[tuple[str, Callable[[dict], None], str]] = [
     ('input_size 100', _set('input_size', 100), '`input_size[0]`'),
     ('input_size width 100', _set('input_size', [320, 100]), '`input_size[1]`'),
     ('input_size 0', _set('input_size', [0, 320]), '`input_size[0]`'),
-    ('task unknown', _set('task', 'classify'), '`task`'),
+    ('task unknown', _set('task', 'caption'), '`task`'),
     ('architecture unknown', _set('architecture', 'tflite'), '`architecture`'),
     ('onnx with torch backend', _set('architecture', 'onnx'), '`backends`'),
     ('pad_value 256', _set('preprocessing.pad_value', 256), '`preprocessing.pad_value`'),
