@@ -10,6 +10,11 @@ are ranked against them as COCO ranks a detector against labels (pycocotools' ``
 - pose: OKS AP50-95 (COCO's per-keypoint sigmas for 17 keypoints, their mean for another count;
   a reference keypoint counts where its score is at least 0.5; each reference pose's scale is
   its box's area);
+- oriented boxes: rotated-box mAP50-95 (COCO's evaluation with the IoU of the rotated boxes'
+  areas, :func:`.tasks.rotated.rotated_iou`, in place of the axis-aligned one), and the recall
+  of fp32's boxes scoring at least 0.5 at rotated IoU >= 0.5;
+- classification: top-1 agreement (the share of images whose most probable class is fp32's),
+  with the probabilities' mean absolute error, over all classes and over fp32's top 5;
 - depth: AbsRel (mean |d - d32| / d32) and δ<1.25 (the share of pixels within 1.25x of fp32),
   over the pixels where fp32's depth is positive and finite.
 
@@ -30,6 +35,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .tasks.nms import pairwise_iou
+from .tasks.rotated import rotated_iou
 
 #: COCO's keypoint sigmas (nose ... right ankle), as pycocotools' ``Params`` holds them.
 COCO_SIGMAS = np.array([.26, .25, .25, .35, .35, .79, .79, .72, .72, .62, .62, 1.07, 1.07,
@@ -95,6 +101,42 @@ def pose_agreement(reference: Sequence[Any], candidate: Sequence[Any]) -> Agreem
     return Agreement('pose', 'OKS AP50-95', value, len(reference), details)
 
 
+def obb_agreement(reference: Sequence[Any], candidate: Sequence[Any]) -> Agreement:
+    """Rotated-box mAP50-95 of ``candidate`` against ``reference`` (results with ``xywhr``)."""
+    value = _coco_ap(reference, candidate, 'bbox', _rotated_fields, evaluator=_rotated_eval())
+    details = {'recall50': _recall(reference, candidate, RECALL_SCORE, _rotated_overlaps),
+               'reference_detections': float(sum(len(r.scores) for r in reference)),
+               'detections': float(sum(len(c.scores) for c in candidate))}
+    return Agreement('obb', 'rotated-box mAP50-95', value, len(reference), details)
+
+
+def classification_agreement(reference: Sequence[Any], candidate: Sequence[Any]) -> Agreement:
+    """Top-1 agreement of ``candidate`` with ``reference`` (results with ``probs``), and errors.
+
+    Details: ``probability_mae`` (mean |p - p32| over every class and image),
+    ``top5_probability_mae`` (the same over fp32's five most probable classes of each image)
+    and ``top5_agreement`` (the share of images whose top 5, in order, are fp32's).
+    """
+    if len(reference) != len(candidate):
+        raise ValueError(f'{len(reference)} reference results but {len(candidate)} candidate '
+                         'ones: one of each per image')
+    top1, top5, errors, top_errors = [], [], [], []
+    for ref, cand in zip(reference, candidate):
+        want, got = np.asarray(ref.probs, np.float64), np.asarray(cand.probs, np.float64)
+        if want.shape != got.shape:
+            raise ValueError(f'probabilities of shapes {want.shape} and {got.shape} differ')
+        order = np.argsort(-want, kind='stable')[:5]
+        top1.append(int(np.argmax(want)) == int(np.argmax(got)))
+        top5.append(np.array_equal(order, np.argsort(-got, kind='stable')[:5]))
+        errors.append(float(np.mean(np.abs(got - want))) if want.size else 0.0)
+        top_errors.append(float(np.mean(np.abs(got[order] - want[order]))) if want.size else 0.0)
+    mean = (lambda values: float(np.mean(values)) if values else 0.0)
+    value = float(np.mean(top1)) if top1 else 1.0
+    return Agreement('classify', 'top-1 agreement', value, len(reference),
+                     {'probability_mae': mean(errors), 'top5_probability_mae': mean(top_errors),
+                      'top5_agreement': float(np.mean(top5)) if top5 else 1.0})
+
+
 def depth_agreement(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray]
                     ) -> Agreement:
     """δ<1.25 and AbsRel of ``candidate`` depth maps against ``reference`` (fp32) maps."""
@@ -119,7 +161,7 @@ def depth_agreement(reference: Sequence[np.ndarray], candidate: Sequence[np.ndar
 #: The measure of each task (what :func:`agreement` dispatches to).
 MEASURES: dict[str, Callable[[Sequence[Any], Sequence[Any]], Agreement]] = {
     'detect': detection_agreement, 'segment': mask_agreement, 'pose': pose_agreement,
-    'depth': depth_agreement}
+    'obb': obb_agreement, 'classify': classification_agreement, 'depth': depth_agreement}
 
 
 def agreement(task: str, reference: Sequence[Any], candidate: Sequence[Any]) -> Agreement:
@@ -155,10 +197,38 @@ def _pose_fields(result: Any, i: int) -> dict[str, Any]:
     return fields
 
 
+def _rotated_fields(result: Any, i: int) -> dict[str, Any]:
+    fields = _box_fields(result, i)
+    box = [float(v) for v in result.xywhr[i]]
+    fields.update(rbox=box, area=max(box[2], 0.0) * max(box[3], 0.0))
+    return fields
+
+
+def _rotated_eval() -> type:
+    """Return COCOeval with rotated-box IoU (each annotation's ``rbox``) for ``bbox``."""
+    from pycocotools.cocoeval import COCOeval
+
+    class RotatedEval(COCOeval):
+        def computeIoU(self, imgId, catId):  # noqa: N802, N803 - pycocotools' names
+            """Return the (detections, references) rotated IoU, as COCOeval orders them."""
+            truth, found = self._gts[imgId, catId], self._dts[imgId, catId]
+            if not truth or not found:
+                return []
+            order = np.argsort([-d['score'] for d in found], kind='mergesort')
+            found = [found[i] for i in order][:self.params.maxDets[-1]]
+            return rotated_iou(np.array([d['rbox'] for d in found]),
+                               np.array([g['rbox'] for g in truth]))
+
+    return RotatedEval
+
+
 def _coco_ap(reference: Sequence[Any], candidate: Sequence[Any], kind: str,
-             fields: Callable[[Any, int], dict[str, Any]], sigmas: np.ndarray | None = None
-             ) -> float:
-    """Return the AP50-95 (COCO's, all areas) of ``candidate`` with ``reference`` as truth."""
+             fields: Callable[[Any, int], dict[str, Any]], sigmas: np.ndarray | None = None,
+             evaluator: type | None = None) -> float:
+    """Return the AP50-95 (COCO's, all areas) of ``candidate`` with ``reference`` as truth.
+
+    ``evaluator`` replaces pycocotools' ``COCOeval`` (rotated boxes: another IoU).
+    """
     if len(reference) != len(candidate):
         raise ValueError(f'{len(reference)} reference results but {len(candidate)} candidate '
                          'ones: one of each per image')
@@ -175,7 +245,7 @@ def _coco_ap(reference: Sequence[Any], candidate: Sequence[Any], kind: str,
         answers = truth.loadRes(found) if found else None
         if answers is None:
             return 0.0
-        evaluation = COCOeval(truth, answers, kind)
+        evaluation = (evaluator or COCOeval)(truth, answers, kind)
         evaluation.params.maxDets = [1, 10, _MAX_DETS]
         if sigmas is not None:
             evaluation.params.kpt_oks_sigmas = sigmas
@@ -219,28 +289,39 @@ def _shape(*results: Any) -> tuple[int, int]:
     return side, side
 
 
-def _recall(reference: Sequence[Any], candidate: Sequence[Any], min_score: float) -> float:
+def _box_overlaps(ref: Any, i: int, cand: Any) -> np.ndarray:
+    """Return the IoU of reference detection ``i``'s box with each candidate box."""
+    return pairwise_iou(np.asarray(ref.boxes[i:i + 1], np.float64),
+                        np.asarray(cand.boxes, np.float64).reshape(-1, 4))[0]
+
+
+def _rotated_overlaps(ref: Any, i: int, cand: Any) -> np.ndarray:
+    """Return the rotated IoU of reference detection ``i``'s box with each candidate's."""
+    return rotated_iou(ref.xywhr[i:i + 1], cand.xywhr)[0]
+
+
+def _recall(reference: Sequence[Any], candidate: Sequence[Any], min_score: float,
+            overlaps: Callable[[Any, int, Any], np.ndarray] = _box_overlaps) -> float:
     """Share of the reference's detections scoring >= ``min_score`` found again.
 
-    Found: a candidate detection of the same class at box IoU >= 0.5, each used once (the
-    reference's most confident first, each taking its best free match).
+    Found: a candidate detection of the same class at IoU >= 0.5 (``overlaps``: of the
+    boxes), each used once (the reference's most confident first, each taking its best free
+    match).
     """
     wanted = found = 0
     for ref, cand in zip(reference, candidate):
         free = np.ones(len(cand.scores), bool)
-        cand_boxes = np.asarray(cand.boxes, np.float64).reshape(-1, 4)
         for i in np.argsort(-np.asarray(ref.scores), kind='stable'):
             if ref.scores[i] < min_score:
                 continue
             wanted += 1
             overlap = np.where(free & (np.asarray(cand.class_ids) == ref.class_ids[i]),
-                               pairwise_iou(np.asarray(ref.boxes[i:i + 1], np.float64),
-                                            cand_boxes)[0], 0.0)
+                               overlaps(ref, i, cand), 0.0)
             if overlap.size and overlap.max() >= 0.5:
                 found += 1
                 free[int(overlap.argmax())] = False
     return found / wanted if wanted else 1.0
 
 
-__all__ = ['Agreement', 'MEASURES', 'agreement', 'depth_agreement',
-           'detection_agreement', 'mask_agreement', 'pose_agreement']
+__all__ = ['Agreement', 'MEASURES', 'agreement', 'classification_agreement', 'depth_agreement',
+           'detection_agreement', 'mask_agreement', 'obb_agreement', 'pose_agreement']

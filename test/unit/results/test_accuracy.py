@@ -7,10 +7,14 @@ import pytest
 
 pytest.importorskip('pycocotools', reason='pycocotools is not installed (requirements/)')
 
-from vision_nodes.accuracy import (COCO_SIGMAS, agreement, depth_agreement,  # noqa: E402
-                                   detection_agreement, mask_agreement, pose_agreement)
+from vision_nodes.accuracy import (COCO_SIGMAS, agreement, classification_agreement,  # noqa: E402,E501
+                                   depth_agreement, detection_agreement, mask_agreement,
+                                   obb_agreement, pose_agreement)
+from vision_nodes.tasks.classify import Classification  # noqa: E402
 from vision_nodes.tasks.detect import Detections  # noqa: E402
 from vision_nodes.tasks.instances import PoseResult, SegmentResult  # noqa: E402
+from vision_nodes.tasks.obb import OrientedBoxes  # noqa: E402
+from vision_nodes.tasks.rotated import hull  # noqa: E402
 
 #: COCO's IoU thresholds 0.50:0.05:0.95.
 THRESHOLDS = np.linspace(0.5, 0.95, 10)
@@ -132,7 +136,57 @@ def test_depth_absrel_and_delta_on_known_scalings():
 def test_agreement_dispatches_by_task_and_names_unknown_ones():
     ref = [_dets([[0, 0, 10, 10]], [0.9], [0])]
     assert agreement('detect', ref, ref).measure == 'box mAP50-95'
-    with pytest.raises(ValueError, match="no agreement measure for task 'classify'"):
-        agreement('classify', ref, ref)
+    with pytest.raises(ValueError, match="no agreement measure for task 'caption'"):
+        agreement('caption', ref, ref)
     with pytest.raises(ValueError, match='one of each per image'):
         detection_agreement(ref, ref + ref)
+
+
+def _obb(xywhr, scores, classes) -> OrientedBoxes:
+    boxes = np.array(xywhr, np.float32).reshape(-1, 5)
+    return OrientedBoxes(hull(boxes), np.array(scores, np.float32), np.array(classes, np.int64),
+                         boxes)
+
+
+def test_rotated_boxes_are_judged_by_their_rotated_overlap():
+    ref = [_obb([[100, 100, 80, 40, 0.5], [300, 200, 50, 120, 1.0]], [0.9, 0.4], [0, 2])]
+    same = obb_agreement(ref, ref)
+    assert same.value == pytest.approx(1.0) and same.details['recall50'] == 1.0
+    assert same.line('int8') == 'precision int8: 1.000 rotated-box mAP50-95 of fp32 on 1 images'
+    # The same region written with w and h swapped and the angle turned by 90 degrees.
+    swapped = [_obb([[100, 100, 40, 80, 0.5 + np.pi / 2], [300, 200, 120, 50, 1.0 - np.pi / 2]],
+                    [0.9, 0.4], [0, 2])]
+    assert obb_agreement(ref, swapped).value == pytest.approx(1.0)
+    # Turned by 90 degrees about its centre: rotated IoU 1600 / 4800, below every threshold,
+    # though the boxes' axis-aligned hulls would overlap much more.
+    turned = [_obb([[100, 100, 80, 40, 0.5 + np.pi / 2], [300, 200, 50, 120, 1.0]],
+                   [0.9, 0.4], [0, 2])]
+    result = obb_agreement(ref, turned)
+    assert result.value == pytest.approx(0.5) and result.details['recall50'] == 0.0
+    # Shifted along its length by 16 px: IoU 64 / 96 = 0.667 passes 0.50..0.65 (4 of 10).
+    along = [_obb([[100 + 16 * np.cos(0.5), 100 + 16 * np.sin(0.5), 80, 40, 0.5],
+                   [300, 200, 50, 120, 1.0]], [0.9, 0.4], [0, 2])]
+    assert obb_agreement(ref, along).value == pytest.approx((0.4 + 1.0) / 2)
+    assert agreement('obb', ref, ref).measure == 'rotated-box mAP50-95'
+
+
+def _probs(values) -> Classification:
+    probs = np.array(values, np.float32)
+    top = np.argsort(-probs, kind='stable')[:5]
+    return Classification(probs, top, probs[top])
+
+
+def test_classification_top1_agreement_and_probability_errors():
+    ref = [_probs([0.6, 0.3, 0.1, 0, 0, 0]), _probs([0.1, 0.2, 0.7, 0, 0, 0])]
+    same = classification_agreement(ref, ref)
+    assert same.value == 1.0 and same.details['probability_mae'] == 0.0
+    assert same.details['top5_agreement'] == 1.0 and same.measure == 'top-1 agreement'
+    moved = [_probs([0.5, 0.4, 0.1, 0, 0, 0]), _probs([0.1, 0.5, 0.4, 0, 0, 0])]
+    result = classification_agreement(ref, moved)
+    assert result.value == 0.5  # the second image's top-1 changed
+    assert result.details['probability_mae'] == pytest.approx((0.2 / 6 + 0.6 / 6) / 2)
+    assert result.details['top5_probability_mae'] == pytest.approx((0.2 / 5 + 0.6 / 5) / 2)
+    assert result.details['top5_agreement'] == 0.5
+    assert agreement('classify', ref, moved).drop() == pytest.approx(0.5)
+    with pytest.raises(ValueError, match='one of each per image'):
+        classification_agreement(ref, ref[:1])
