@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 from vision_msgs.msg import Detection2D, Detection2DArray, ObjectHypothesisWithPose
 
 from vision_nodes.tasks.detect import Detections
@@ -28,18 +29,23 @@ def detections_to_msg(dets: Detections, header, ids: Sequence[str] | None = None
 
     Each Detection2D carries the input image's header, one hypothesis, an axis-aligned box
     (centre and size in source pixels, ``theta`` 0) and its ``id``: from ``ids`` when given,
-    else the detection's own (``Detections.ids()``).
+    else the detection's own (``Detections.ids()``). Rotated boxes (``xywhr``: obb results)
+    are their centre, size and ``theta`` instead.
     """
     out = Detection2DArray(header=header)
     ids = dets.ids() if ids is None else ids
-    for (x1, y1, x2, y2), score, cls, ident in zip(dets.boxes.astype(float).tolist(),
-                                                   dets.scores.astype(float).tolist(),
-                                                   dets.class_ids.tolist(), ids):
+    rotated = getattr(dets, 'xywhr', None)
+    if rotated is None:
+        boxes = dets.boxes.astype(float)
+        rotated = np.concatenate([(boxes[:, :2] + boxes[:, 2:]) / 2.0,
+                                  boxes[:, 2:] - boxes[:, :2], np.zeros((len(boxes), 1))], 1)
+    for (x, y, w, h, theta), score, cls, ident in zip(np.asarray(rotated, float).tolist(),
+                                                      dets.scores.astype(float).tolist(),
+                                                      dets.class_ids.tolist(), ids):
         det = Detection2D(header=header, id=ident)
-        det.bbox.center.position.x = (x1 + x2) / 2.0
-        det.bbox.center.position.y = (y1 + y2) / 2.0
-        det.bbox.size_x = x2 - x1
-        det.bbox.size_y = y2 - y1
+        det.bbox.center.position.x, det.bbox.center.position.y = x, y
+        det.bbox.center.theta = theta
+        det.bbox.size_x, det.bbox.size_y = w, h
         hyp = ObjectHypothesisWithPose()
         hyp.hypothesis.class_id = str(cls)
         hyp.hypothesis.score = score

@@ -1,4 +1,7 @@
-"""Drawing results on an image for people: boxes, labels, scores, track ids, masks, skeletons.
+"""Drawing results on an image for people: boxes, labels, masks, skeletons, classes.
+
+Boxes may be rotated (oriented boxes), labels carry scores and track ids, and a
+classification's top classes are written one per line.
 
 ROS-free (OpenCV): the node's ``annotated`` output and the demo draw with the same function,
 so what a user sees on the topic and in the demo's pictures is the same. Each class (or, when
@@ -89,11 +92,14 @@ def _skeletons(out: np.ndarray, keypoints: np.ndarray, skeleton: Sequence[tuple[
 def draw(image_bgr: np.ndarray, boxes_xyxy: np.ndarray, scores: np.ndarray,
          class_ids: np.ndarray, names: Sequence[str] = (), track_ids: Sequence[int] | None = None,
          mask_labels: np.ndarray | None = None, keypoints: np.ndarray | None = None,
-         skeleton: Sequence[tuple[int, int]] = ()) -> np.ndarray:
+         skeleton: Sequence[tuple[int, int]] = (), polygons: np.ndarray | None = None
+         ) -> np.ndarray:
     """Return a copy of ``image_bgr`` (H, W, 3 uint8) with the results drawn on it.
 
     Labels read ``#<track id> <class name> <score>`` (no ``#`` part when untracked);
-    ``names`` maps class indices to names (an index is shown where there is none).
+    ``names`` maps class indices to names (an index is shown where there is none). With
+    ``polygons`` ((N, 4, 2) corners: rotated boxes) each box is drawn as its polygon, its
+    label at its topmost corner.
     """
     out = np.array(image_bgr[:, :, :3], dtype=np.uint8, order='C')  # one copy
     classes = [int(c) for c in np.asarray(class_ids).reshape(-1)]
@@ -106,8 +112,28 @@ def draw(image_bgr: np.ndarray, boxes_xyxy: np.ndarray, scores: np.ndarray,
                                               np.asarray(scores).reshape(-1), classes)):
         x1, y1, x2, y2 = (int(round(float(v))) for v in box)
         col = colour(keys[i])
-        cv2.rectangle(out, (x1, y1), (x2, y2), col, 2)
+        if polygons is None:
+            cv2.rectangle(out, (x1, y1), (x2, y2), col, 2)
+        else:
+            corners = np.round(np.asarray(polygons[i], np.float64)).astype(np.int32)
+            cv2.polylines(out, [corners], True, col, 2, cv2.LINE_AA)
+            x1, y1 = (int(v) for v in corners[int(corners[:, 1].argmin())])
         name = names[cls] if 0 <= cls < len(names) else str(cls)
         tag = '' if track_ids is None else f'#{keys[i]} '
         _label(out, f'{tag}{name} {float(score):.2f}', x1, y1, col)
+    return out
+
+
+def draw_classes(image_bgr: np.ndarray, class_ids: Sequence[int], scores: Sequence[float],
+                 names: Sequence[str] = ()) -> np.ndarray:
+    """Return a copy of ``image_bgr`` with one line per class (``<name> <score>``), top left.
+
+    For classification results, highest first as given (as Ultralytics' plots list them).
+    """
+    out = np.array(image_bgr[:, :, :3], dtype=np.uint8, order='C')
+    (_, height), _ = cv2.getTextSize('Ag', _FONT, 0.5, 1)
+    for row, (cls, score) in enumerate(zip(class_ids, scores)):
+        cls = int(cls)
+        name = names[cls] if 0 <= cls < len(names) else str(cls)
+        _label(out, f'{name} {float(score):.2f}', 4, 8 + (row + 1) * (height + 8), colour(cls))
     return out

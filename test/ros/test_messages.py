@@ -11,11 +11,16 @@ import numpy as np
 import pytest
 from rclpy.serialization import deserialize_message, serialize_message
 from std_msgs.msg import Header
-from vision_msgs.msg import Detection2DArray
+from vision_msgs.msg import Classification, Detection2DArray
 
+from vision_nodes.ros.outputs.classify_messages import classification_to_cdr, \
+    classification_to_msg
 from vision_nodes.ros.outputs.detection_messages import detections_to_cdr
 from vision_nodes.ros.outputs.label_info import label_info_msg
+from vision_nodes.tasks.classify import Classification as ClassifyResult
 from vision_nodes.tasks.detect import Detections
+from vision_nodes.tasks.obb import OrientedBoxes
+from vision_nodes.tasks.rotated import hull
 
 from reference_messages import detections_to_msg, index_ids
 
@@ -93,6 +98,43 @@ def test_cdr_matches_rclpy_serialisation_random(seed: int) -> None:
     encoded = detections_to_cdr(dets, header)
     assert len(encoded) == len(serialize_message(reference))
     assert deserialize_message(encoded, Detection2DArray) == reference
+
+
+@pytest.mark.parametrize('seed', range(12))
+def test_rotated_boxes_cdr_matches_rclpy_serialisation(seed: int) -> None:
+    """Oriented boxes go out with their centre, size and theta (the angle in radians)."""
+    rng = np.random.default_rng(300 + seed)
+    count = int(rng.integers(0, 40))
+    xywhr = np.column_stack([rng.random((count, 4)) * 500 + 1,
+                             rng.uniform(-np.pi / 4, 3 * np.pi / 4, count)]).astype(np.float32)
+    dets = OrientedBoxes(hull(xywhr), rng.random(count).astype(np.float32),
+                         rng.integers(0, 80, count), xywhr)
+    if seed % 2:
+        dets.track_ids = rng.integers(1, 10 ** 6, count)
+    header = _header('cam' * (seed % 4))
+    reference = detections_to_msg(dets, header)
+    encoded = detections_to_cdr(dets, header)
+    assert len(encoded) == len(serialize_message(reference))
+    got = deserialize_message(encoded, Detection2DArray)
+    assert got == reference
+    assert [d.bbox.center.theta for d in got.detections] == xywhr[:, 4].astype(float).tolist()
+    assert [d.bbox.size_x for d in got.detections] == xywhr[:, 2].astype(float).tolist()
+
+
+@pytest.mark.parametrize('count', [0, 1, 2, 5, 80])
+@pytest.mark.parametrize('frame_id', ['', 'cam', 'camera', 'kamera_\u00e9'])
+def test_classification_cdr_matches_rclpy_serialisation(count: int, frame_id: str) -> None:
+    """Top-k classes, highest first: class_id the index as a string, score the probability."""
+    rng = np.random.default_rng(count)
+    probs = rng.random(max(count, 1)).astype(np.float32)
+    top = np.argsort(-probs)[:count]
+    result = ClassifyResult(probs, top.astype(np.int64), probs[top])
+    header = _header(frame_id, 5, 7)
+    reference = classification_to_msg(result, header)
+    assert [r.class_id for r in reference.results] == [str(int(i)) for i in top]
+    encoded = classification_to_cdr(result, header)
+    assert len(encoded) == len(serialize_message(reference))
+    assert deserialize_message(encoded, Classification) == reference
 
 
 def test_label_info_msg() -> None:

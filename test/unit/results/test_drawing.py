@@ -7,7 +7,8 @@ import tracemalloc
 
 import numpy as np
 
-from vision_nodes.drawing import MASK_ALPHA, colour, draw
+from vision_nodes.drawing import MASK_ALPHA, colour, draw, draw_classes
+from vision_nodes.tasks.rotated import corners, hull
 
 
 def test_boxes_masks_and_skeletons_are_drawn_on_a_copy():
@@ -33,6 +34,33 @@ def test_untracked_colours_follow_the_class_and_empty_is_a_copy():
     assert tuple(out[20, 5]) == colour(3)
     same = draw(image, np.zeros((0, 4)), np.zeros(0), np.zeros(0, np.int64))
     assert (same == image).all() and same is not image
+
+
+def test_rotated_boxes_are_drawn_as_their_polygons():
+    """A box turned 30 degrees: its edges are drawn, the corners of its hull are not, and
+    the label sits at its topmost corner."""
+    image = np.zeros((200, 200, 3), np.uint8)
+    xywhr = np.array([[100, 100, 120, 50, np.radians(30)]], np.float32)
+    polygon = corners(xywhr)
+    out = draw(image, hull(xywhr), np.array([0.8]), np.array([2]), polygons=polygon)
+    middle = np.round(polygon[0, :2].mean(axis=0)).astype(int)  # the middle of one edge
+    assert tuple(out[middle[1], middle[0]]) == colour(2)
+    x1, y1, x2, y2 = hull(xywhr)[0]
+    assert out[int(y2) - 2, int(x1) + 2].max() == 0 and out[int(y1) + 30, int(x2) - 2].max() == 0
+    top = polygon[0][polygon[0][:, 1].argmin()]
+    assert tuple(out[int(top[1]) - 4, int(top[0]) + 2]) == colour(2)  # the label's box
+    plain = draw(image, hull(xywhr), np.array([0.8]), np.array([2]))
+    assert tuple(plain[int(y2) - 20, int(x1)]) == colour(2)  # without: the hull's rectangle
+
+
+def test_classes_are_written_one_line_each_highest_first():
+    image = np.zeros((120, 200, 3), np.uint8)
+    out = draw_classes(image, [5, 1], [0.7, 0.2], ['a', 'b', 'c', 'd', 'e', 'bus'])
+    assert image.max() == 0
+    rows = np.flatnonzero(out.any(axis=(1, 2)))
+    assert rows.min() < 20 and 20 < rows.max() < 60     # two lines at the top
+    assert tuple(out[rows.min() + 1, 5]) == colour(5)    # the first line in class 5's colour
+    assert out[80:, :].max() == 0
 
 
 def _tinted(image: np.ndarray, labels: np.ndarray, keys: list[int]) -> np.ndarray:

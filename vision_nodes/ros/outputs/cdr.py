@@ -34,8 +34,9 @@ _CDR_LE = b'\x00\x01\x00\x00'
 _DOUBLES = 49  # score, pose (7), covariance (36), bbox (5)
 _ORIENTATION_W = 7  # index of orientation.w among a detection's doubles
 _BBOX = 44  # index of bbox.center.position.x among a detection's doubles
-#: The doubles of a detection that are not 0: score, orientation.w, bbox x, y, size_x, size_y.
-_SET = np.array([0, _ORIENTATION_W, _BBOX, _BBOX + 1, _BBOX + 3, _BBOX + 4])
+#: The doubles of a detection that are not 0: score, orientation.w, bbox x, y, size_x, size_y,
+#: and bbox theta for rotated boxes.
+_SET = np.array([0, _ORIENTATION_W, _BBOX, _BBOX + 1, _BBOX + 3, _BBOX + 4, _BBOX + 2])
 #: Bytes from a detection's first float64 to its ``id``'s characters: the float64s, the length.
 _TO_ID_CHARS = _DOUBLES * 8 + 4
 
@@ -63,12 +64,15 @@ def _put_strings(payload: np.ndarray, at: np.ndarray, chars: bytes, lengths: np.
 
 def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: np.ndarray,
                              scores: np.ndarray, class_ids: np.ndarray,
-                             ids: Sequence[str] | None = None) -> bytes:
+                             ids: Sequence[str] | None = None,
+                             rotated: np.ndarray | None = None) -> bytes:
     """Serialise a Detection2DArray of these detections, every field as rclpy would.
 
     Every Detection2D carries the array's header, one hypothesis (``class_id`` the class
     index as a string, ``score``), an identity pose with zero covariance, the box as centre
-    and size with ``theta`` 0, and its ``id`` from ``ids`` (empty without).
+    and size with ``theta`` 0, and its ``id`` from ``ids`` (empty without). With ``rotated``
+    ((N, 5) cx, cy, w, h, angle in radians) the box is that rotated box instead: its centre,
+    ``size_x`` = w, ``size_y`` = h and ``theta`` = angle (``boxes_xyxy`` is not read).
     """
     frame = frame_id.encode('utf-8')
     labels, lengths = _strings(str(int(c)) for c in class_ids)
@@ -111,11 +115,14 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
         u32[hyp_at // 4] = lengths + 1
         _put_strings(payload, hyp_at + 4, labels, lengths)
         rows = doubles_at // 8
-        boxes = np.asarray(boxes_xyxy, dtype=np.float64)
-        values = np.empty((count, len(_SET)), dtype=np.float64)  # the doubles not 0
+        values = np.zeros((count, len(_SET)), dtype=np.float64)  # the doubles not 0
         values[:, 0], values[:, 1] = scores, 1.0
-        values[:, 2:4] = (boxes[:, 0:2] + boxes[:, 2:4]) / 2.0
-        values[:, 4:6] = boxes[:, 2:4] - boxes[:, 0:2]
+        if rotated is None:
+            boxes = np.asarray(boxes_xyxy, dtype=np.float64)
+            values[:, 2:4] = (boxes[:, 0:2] + boxes[:, 2:4]) / 2.0
+            values[:, 4:6] = boxes[:, 2:4] - boxes[:, 0:2]
+        else:
+            values[:, 2:7] = np.asarray(rotated, dtype=np.float64).reshape(-1, 5)
         f64[rows[:, None] + _SET] = values
         u32[(rows + _DOUBLES) * 2] = id_lengths + 1
         _put_strings(payload, doubles_at + _TO_ID_CHARS, id_chars, id_lengths)

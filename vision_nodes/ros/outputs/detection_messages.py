@@ -15,9 +15,13 @@ def detections_to_cdr(dets: Detections, header, ids: Sequence[str] | None = None
     header, one hypothesis, an axis-aligned box (centre and size in source pixels, ``theta``
     0) and its ``id``: from ``ids`` when given, else the detection's own
     (:meth:`Detections.ids`: its track id when a tracker follows the detections, else its
-    index; decimal strings). Encoded with NumPy (see :mod:`.cdr`), so the cost hardly grows
-    with the number of detections, unlike building and publishing the message objects.
+    index; decimal strings). Rotated boxes (results with ``xywhr``, the obb task) are
+    published as they are: centre, ``size_x`` = w, ``size_y`` = h, ``theta`` = the angle in
+    radians, so that ``cv2.boxPoints(((x, y), (size_x, size_y), degrees(theta)))`` gives the
+    box's corners. Encoded with NumPy (see :mod:`.cdr`), so the cost hardly grows with the
+    number of detections, unlike building and publishing the message objects.
     """
     return encode_detection2d_array(header.stamp.sec, header.stamp.nanosec, header.frame_id,
                                     dets.boxes, dets.scores, dets.class_ids,
-                                    dets.ids() if ids is None else ids)
+                                    dets.ids() if ids is None else ids,
+                                    rotated=getattr(dets, 'xywhr', None))

@@ -1,5 +1,9 @@
 """What a detection model publishes: ``detections``, ``label_info`` and extras on request.
 
+The obb task's outputs are these too: its rotated boxes go out with their ``theta``
+(:mod:`.detection_messages`) and are drawn as polygons; its tracker and 3D boxes take the
+axis-aligned box around each.
+
 ``detections_3d`` with ``depth_source``, ``annotated`` with ``publish_annotated``: switches these
 outputs declare (:mod:`.detection_switches`), not the task.
 
@@ -180,7 +184,7 @@ class DetectionOutputs:
             bgr = to_rgb(frame.image, frame.encoding)[:, :, ::-1]
             picture = draw(bgr, result.boxes, result.scores, result.class_ids, self._labels,
                            result.track_ids, labels.get(), getattr(result, 'keypoints', None),
-                           getattr(result, 'skeleton', ()))
+                           getattr(result, 'skeleton', ()), getattr(result, 'polygons', None))
             annotated.publish(encode_image(np.ascontiguousarray(picture), 'bgr8', header))
 
     def _publish_instances(self, result: Detections, header: Any) -> None:

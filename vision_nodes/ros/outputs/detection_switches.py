@@ -1,4 +1,4 @@
-"""The ROS output switches of a detection model (detect, segment, pose): 3D and ``annotated``.
+"""The ROS output switches of a detection model (detect, segment, pose, obb): 3D, ``annotated``.
 
 They belong to the model's outputs, not to its ROS-free task: the outputs declare them
 (:data:`SWITCHES`, ``DetectionOutputs.params``), the node's parameter policy declares them beside

@@ -17,6 +17,8 @@ OUTPUTS_MAP: dict[str, tuple[str, str]] = {
     'depth': ('vision_nodes.ros.outputs.depth_outputs', 'DepthOutputs'),
     'segment': ('vision_nodes.ros.outputs.segment_outputs', 'SegmentOutputs'),
     'pose': ('vision_nodes.ros.outputs.pose_outputs', 'PoseOutputs'),
+    'obb': ('vision_nodes.ros.outputs.detection_outputs', 'DetectionOutputs'),
+    'classify': ('vision_nodes.ros.outputs.classify_outputs', 'ClassifyOutputs'),
 }
 
 
