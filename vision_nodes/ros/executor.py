@@ -24,6 +24,7 @@ from typing import Any, Callable
 from rclpy.callback_groups import CallbackGroup, MutuallyExclusiveCallbackGroup
 import rclpy
 import rclpy.signals
+from rclpy.exceptions import InvalidHandle
 from rclpy.executors import (ConditionReachedException, ExternalShutdownException,
                              ShutdownException, TimeoutException)
 
@@ -104,11 +105,16 @@ class TransitionExecutor(compat.SteppedExecutor):
                 timeout_sec, None, wait_condition)
         except (ShutdownException, TimeoutException, ConditionReachedException):
             return
+        except InvalidHandle:
+            # A transition destroyed an entity (a dropped subscription's event handler)
+            # between rclpy holding it for the wait set and adding it there; rclpy then
+            # raises. The next step builds the wait set without it.
+            return
         group = getattr(entity, 'callback_group', None)
         if group is not None and id(group) in self._background:
             thread = threading.Thread(target=self._run, args=(handler,), name='transition',
                                       daemon=True)
-            self._threads.append(thread)
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
             thread.start()
             return
         handler()
