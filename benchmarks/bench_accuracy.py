@@ -58,6 +58,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -424,7 +425,8 @@ def write_plot(path: Path, configs: dict[str, dict[str, Any]], budget: float, ti
     axes[0][0].axhline(1 - budget, color='grey', linestyle='--',
                        label=f'the manifest budget (max_drop {budget:g})')
     axes[0][0].legend(fontsize=8, loc='lower left')
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle('\n'.join(textwrap.fill(line, 55 * len(panels)) for line in title.split('\n')),
+                 fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
