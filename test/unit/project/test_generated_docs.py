@@ -71,5 +71,5 @@ def test_relative_links_reach_existing_files_and_headings():
 
 
 def test_readme_stays_short():
-    """The README is read in ten minutes; details go to docs/."""
-    assert len((ROOT / 'README.md').read_text().splitlines()) <= 310
+    """The README is read in ten minutes; details go to docs/ (its ROS install: commands)."""
+    assert len((ROOT / 'README.md').read_text().splitlines()) <= 330
