@@ -47,7 +47,7 @@ extras = {
 
 setup(
     name=package_name,
-    version='0.1.0',
+    version='0.3.0',
     packages=find_packages(exclude=['test', 'test.*']),
     data_files=[
         ('share/ament_index/resource_index/packages', ['resource/' + package_name]),
