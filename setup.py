@@ -7,7 +7,10 @@ from setuptools import find_packages, setup
 package_name = 'vision_nodes'
 
 # Dependency groups: a runtime-only deployment installs `onnx` or `openvino` and never needs
-# torch or ultralytics. On a ROS install these come from rosdep/apt instead.
+# torch or ultralytics. These ranges are the one source of the bounds: requirements/*.txt name
+# the same packages (the exact versions the suite runs, inside these ranges, or the same
+# range) and the lock's pins lie inside them (test/unit/project/test_extras.py). They bring
+# NumPy 2 and OpenCV from pip: beside apt ROS use rosdep and docs/installing.md instead.
 RUNTIME = ['numpy>=1.22', 'PyYAML>=5.4', 'opencv-python-headless>=4.6', 'simplejpeg>=1.7',
            'pycocotools>=2.0.7']
 # The TensorRT backend reads the ONNX (labels, external weights) with onnx; TensorRT 11 has no
@@ -37,12 +40,15 @@ extras = {
     'jetson': RUNTIME + ['numpy<2', 'cuda-python>=12.6,<12.7'] + TENSORRT_TOOLS,
     # Kept for existing instructions: the CUDA 12 TensorRT stack without ONNX Runtime.
     'tensorrt': RUNTIME + ['tensorrt-cu12>=10.3,<12', 'cuda-python>=12.3,<13'] + TENSORRT_TOOLS,
-    'torch': RUNTIME + ['torch>=2.1', 'torchvision', 'ultralytics>=8.3', 'onnx>=1.15',
-                        'onnxslim>=0.1.30', 'onnxruntime>=1.17', 'transformers>=4.45',
-                        'lap>=0.5'],
+    # Ultralytics' headless build: the same package, with opencv-python-headless, so only one
+    # OpenCV is installed (plain ultralytics brings opencv-python beside it).
+    'torch': RUNTIME + ['torch>=2.1', 'torchvision', 'ultralytics-opencv-headless>=8.3',
+                        'onnx>=1.15', 'onnxslim>=0.1.30', 'onnxruntime>=1.17',
+                        'transformers>=4.45', 'lap>=0.5'],
     # The default validation set of the precision check (sample photographs).
     'validation': ['scikit-image>=0.22'],
-    'test': ['pytest<9', 'pytest-xdist', 'flake8', 'pydocstyle'],
+    'test': ['pytest>=7,<9', 'pytest-xdist>=3', 'flake8>=6', 'pydocstyle>=6', 'vermin>=1.9',
+             'colcon-common-extensions>=0.3'],
 }
 
 setup(
