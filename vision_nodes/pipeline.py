@@ -66,9 +66,13 @@ class LoadedModel:
                 source_hw, self.manifest.input_size, self.manifest.stride)
         return shape
 
-    def process(self, image: np.ndarray, encoding: str, params: Any) -> Any:
-        """Run one decoded image array through the model; results are in source terms."""
-        shape = self._prepare(image)
+    def process(self, image: np.ndarray, encoding: str, params: Any,
+                shape: tuple[int, int] | None = None) -> Any:
+        """Run one decoded image array through the model; results are in source terms.
+
+        ``shape``: the network input's (height, width) instead of the image's rect shape.
+        """
+        shape = self._prepare(image, shape)
         tensor, meta = self.task.preprocess(image, encoding, shape)
         mark('preprocess')
         outputs = self.runner.infer(tensor)
@@ -77,8 +81,9 @@ class LoadedModel:
         mark('postprocess')
         return result
 
-    def _prepare(self, image: np.ndarray) -> tuple[int, int]:
-        shape = self.input_shape(image.shape[:2])
+    def _prepare(self, image: np.ndarray, shape: tuple[int, int] | None = None
+                 ) -> tuple[int, int]:
+        shape = shape or self.input_shape(image.shape[:2])
         if shape != self._prepared:
             self.runner.prepare_shape(shape)
             self._prepared = shape
