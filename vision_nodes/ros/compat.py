@@ -19,10 +19,15 @@ renames one breaks here, in one line, and not across the package.
   (:mod:`.startup`); the C extension's exception types have no public import.
 * ``Subscription.CallbackType`` (Jazzy and later): whether subscription callbacks may take
   the message info as a second argument (Humble's take the message alone).
+* ``CallbackGroup.entities``: the weak references a callback group keeps to its
+  subscriptions, timers, guard conditions and event handlers. rclpy adds one for each entity
+  made and never takes it out when the entity is destroyed; :func:`leave_callback_groups`
+  does, so a node that makes and destroys endpoints at every lifecycle cycle does not grow.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable
 
 from rclpy.executors import SingleThreadedExecutor
@@ -53,6 +58,18 @@ def parameter_overrides(node: Any) -> dict[str, Any]:
 def change_state_service(node: Any) -> Any:
     """Return the lifecycle node's ``change_state`` service (None without lifecycle services)."""
     return getattr(node, '_service_change_state', None)
+
+
+def leave_callback_groups(entity: Any) -> None:
+    """Take ``entity`` and its event handlers out of their callback groups' sets.
+
+    Call it before destroying the entity: a weak reference to a destroyed object no longer
+    compares equal to a new one, so it could not be found afterwards.
+    """
+    for item in (entity, *getattr(entity, 'event_handlers', ())):
+        group = getattr(item, 'callback_group', None)
+        if group is not None:
+            group.entities.discard(weakref.ref(item))
 
 
 def wake(executor: Any) -> None:

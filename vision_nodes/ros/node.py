@@ -224,6 +224,29 @@ class VisionNode(LifecycleNode):
         """Release everything configure and activate made (idempotent)."""
         self._release()
 
+    # ----------------------------------------------------------------- rclpy's bookkeeping
+    # Each destroyed entity leaves its callback group too (see compat.leave_callback_groups):
+    # the node makes and destroys dozens at every lifecycle cycle.
+    def destroy_publisher(self, publisher: Any) -> bool:
+        """Destroy ``publisher`` and take its event handlers out of their callback group."""
+        compat.leave_callback_groups(publisher)
+        return super().destroy_publisher(publisher)
+
+    def destroy_subscription(self, subscription: Any) -> bool:
+        """Destroy ``subscription``, out of its callback group with its event handlers."""
+        compat.leave_callback_groups(subscription)
+        return super().destroy_subscription(subscription)
+
+    def destroy_timer(self, timer: Any) -> bool:
+        """Destroy ``timer`` and take it out of its callback group."""
+        compat.leave_callback_groups(timer)
+        return super().destroy_timer(timer)
+
+    def destroy_guard_condition(self, guard: Any) -> bool:
+        """Destroy ``guard`` and take it out of its callback group."""
+        compat.leave_callback_groups(guard)
+        return super().destroy_guard_condition(guard)
+
 
 def main(args: list[str] | None = None) -> None:
     """Entry point of ``vision_node``: spin until SIGINT/SIGTERM or the shutdown transition.
