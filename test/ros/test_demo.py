@@ -80,10 +80,15 @@ def test_demo_track_shows_the_same_ids_on_the_same_scene(model_dir, engine_cache
     assert cv2.imread(str(tmp_path / 'bus_detections.png')) is not None
 
 
-@pytest.mark.parametrize('task', ['segment', 'pose'])
+#: What the demo prints for a frame of each task (obb: rotated boxes; classify: classes).
+PRINTED = {'segment': ' bus ', 'pose': 'person', 'obb': 'angle=', 'classify': 'top 5 classes'}
+WEIGHT_SUFFIX = {'segment': 'seg', 'pose': 'pose', 'obb': 'obb', 'classify': 'cls'}
+
+
+@pytest.mark.parametrize('task', ['segment', 'pose', 'obb', 'classify'])
 def test_demo_task_writes_the_nodes_annotated_picture(model_dir, engine_cache_dir, assets,
                                                       tmp_path, task):
-    if not (model_dir / f'yolov8n-{"seg" if task == "segment" else task}.pt').is_file():
+    if not (model_dir / f'yolov8n-{WEIGHT_SUFFIX[task]}.pt').is_file():
         pytest.skip(f'no yolov8n {task} weights in the model folder')
     run = subprocess.run(
         [sys.executable, '-m', 'vision_nodes.tools.demo', '--backend', 'onnx', '--depth',
@@ -92,6 +97,7 @@ def test_demo_task_writes_the_nodes_annotated_picture(model_dir, engine_cache_di
         env={**os.environ, 'VISION_NODES_MODEL_DIR': str(model_dir),
              'VISION_NODES_CACHE_DIR': str(engine_cache_dir)})
     assert run.returncode == 0, run.stdout + run.stderr
+    assert PRINTED[task] in run.stdout.split('bus.jpg: ', 1)[1], run.stdout
     picture = cv2.imread(str(tmp_path / f'bus_{task}.png'))
     original = cv2.imread(str(assets / 'bus.jpg'))
     assert picture is not None and picture.shape == original.shape

@@ -12,12 +12,15 @@ next to the detections.
     python -m vision_nodes.tools.demo --depth yolo26n_depth --model-dir /path/to/weights
     python -m vision_nodes.tools.demo --track --images frame_*.jpg   # track ids across frames
     python -m vision_nodes.tools.demo --task segment                 # masks (or: --task pose)
+    python -m vision_nodes.tools.demo --task obb                     # rotated boxes
+    python -m vision_nodes.tools.demo --task classify                # the top 5 classes
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import sys
 import tempfile
@@ -29,7 +32,7 @@ import numpy as np
 import yaml
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
-from vision_msgs.msg import Detection2DArray, LabelInfo
+from vision_msgs.msg import Classification, Detection2DArray, LabelInfo
 
 from .client import NodeProcess, VisionNodeClient, publish_until_answered
 from ..ros.image_input import image_to_numpy, numpy_to_image
@@ -41,7 +44,8 @@ from .. import drawing
 #: The depth model the demo runs when its weights are in the model folder.
 DEFAULT_DEPTH = 'depth_anything_v2_small'
 #: The manifest each ``--task`` runs unless ``--model`` names one.
-TASK_MODELS = {'detect': 'yolov8n', 'segment': 'yolov8n_seg', 'pose': 'yolov8n_pose'}
+TASK_MODELS = {'detect': 'yolov8n', 'segment': 'yolov8n_seg', 'pose': 'yolov8n_pose',
+               'obb': 'yolov8n_obb', 'classify': 'yolov8n_cls'}
 
 
 def bundled_images() -> list[Path]:
@@ -76,38 +80,75 @@ def _fetch_with_ultralytics(name: str) -> Path:
     return path
 
 
+def box_corners(det) -> np.ndarray:
+    """A Detection2D's four corners: ``cv2.boxPoints`` of its centre, size and theta.
+
+    The order of Ultralytics' ``xyxyxyxy`` (OpenCV gives them reversed); an axis-aligned box
+    (theta 0) has its corners too.
+    """
+    box = det.bbox
+    return cv2.boxPoints(((box.center.position.x, box.center.position.y),
+                          (box.size_x, box.size_y), math.degrees(box.center.theta)))[::-1]
+
+
+def _names(labels: dict[int, str]) -> list[str]:
+    return [labels.get(i, str(i)) for i in range(max(labels, default=-1) + 1)]
+
+
 def draw(image_bgr: np.ndarray, msg: Detection2DArray, labels: dict[int, str],
          tracked: bool = False) -> np.ndarray:
     """Return a copy of the image with the detections drawn as the node's ``annotated`` does.
 
-    ``tracked``: the messages' ids are track ids (drawn as ``#id``).
+    ``tracked``: the messages' ids are track ids (drawn as ``#id``). Rotated boxes (theta not
+    0: an obb model's) are drawn as their polygons.
     """
     boxes = np.array([[d.bbox.center.position.x - d.bbox.size_x / 2,
                        d.bbox.center.position.y - d.bbox.size_y / 2,
                        d.bbox.center.position.x + d.bbox.size_x / 2,
                        d.bbox.center.position.y + d.bbox.size_y / 2]
                       for d in msg.detections]).reshape(-1, 4)
+    rotated = any(d.bbox.center.theta for d in msg.detections)
+    polygons = np.array([box_corners(d) for d in msg.detections]) if rotated else None
     hyps = [d.results[0].hypothesis for d in msg.detections]
-    names = [labels.get(i, str(i)) for i in range(max(labels, default=-1) + 1)]
     ids = [int(d.id) for d in msg.detections] if tracked else None
     return drawing.draw(image_bgr, boxes, np.array([h.score for h in hyps]),
-                        np.array([int(h.class_id) for h in hyps], np.int64), names, ids)
+                        np.array([int(h.class_id) for h in hyps], np.int64), _names(labels),
+                        ids, polygons=polygons)
 
 
 def format_detections(msg: Detection2DArray, labels: dict[int, str],
                       tracked: bool = False) -> list[str]:
-    """One line per detection: (track id,) name, score, box corners in pixels."""
+    """One line per detection: (track id,) name, score, box corners in pixels.
+
+    A rotated box (an obb model's) is its centre, size and angle instead.
+    """
     lines = []
     for det in sorted(msg.detections, key=lambda d: -d.results[0].hypothesis.score):
         hyp = det.results[0].hypothesis
         cx, cy = det.bbox.center.position.x, det.bbox.center.position.y
         w, h = det.bbox.size_x, det.bbox.size_y
         track = f'#{det.id:<4} ' if tracked else ''
+        where = (f'cx={cx:7.1f} cy={cy:7.1f} w={w:6.1f} h={h:6.1f} '
+                 f'angle={math.degrees(det.bbox.center.theta):6.1f} deg'
+                 if det.bbox.center.theta else
+                 f'x1={cx - w / 2:7.1f} y1={cy - h / 2:7.1f} '
+                 f'x2={cx + w / 2:7.1f} y2={cy + h / 2:7.1f}')
         lines.append(f'  {track}{labels.get(int(hyp.class_id), hyp.class_id):<14} '
-                     f'{hyp.score:5.2f}   '
-                     f'x1={cx - w / 2:7.1f} y1={cy - h / 2:7.1f} '
-                     f'x2={cx + w / 2:7.1f} y2={cy + h / 2:7.1f}')
+                     f'{hyp.score:5.2f}   {where}')
     return lines
+
+
+def format_classes(msg: Classification, labels: dict[int, str]) -> list[str]:
+    """One line per class of a classification, highest probability first."""
+    return [f'  {labels.get(int(r.class_id), r.class_id):<14} {r.score:6.3f}'
+            for r in msg.results]
+
+
+def draw_classes(image_bgr: np.ndarray, msg: Classification,
+                 labels: dict[int, str]) -> np.ndarray:
+    """Return a copy of the image with the classes written as the node's ``annotated`` does."""
+    return drawing.draw_classes(image_bgr, [int(r.class_id) for r in msg.results],
+                                [r.score for r in msg.results], _names(labels))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -116,8 +157,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument('--model', default='',
                         help='manifest name or path (default: the --task\'s YOLOv8n manifest)')
     parser.add_argument('--task', default='detect', choices=tuple(TASK_MODELS),
-                        help='segment and pose also write the node\'s annotated picture '
-                             '(masks, skeletons) as <image>_<task>.png')
+                        help='segment, pose, obb and classify also write the node\'s '
+                             'annotated picture (masks, skeletons, rotated boxes, the top '
+                             'classes) as <image>_<task>.png')
     parser.add_argument('--weights', default='',
                         help='weights file to use instead of the manifest\'s (on a connected '
                              'machine a name such as yolov8s.pt is fetched by ultralytics)')
@@ -141,6 +183,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument('--timeout', type=float, default=180.0,
                         help='seconds to wait for configure (first run exports ONNX)')
     args = parser.parse_args(argv)
+    if args.task == 'classify' and args.track:
+        parser.error('--track: a classification has no boxes to track (--task classify)')
     args.model = args.model or TASK_MODELS[args.task]
     return args
 
@@ -184,10 +228,11 @@ def main(argv: list[str] | None = None) -> int:
         params['models'] = [model, depth]
     else:
         params['model'] = model
-    params.update({f'{prefix}confidence_threshold': args.confidence
-                   if args.confidence is not None else thresholds.confidence,
-                   f'{prefix}iou_threshold': thresholds.iou,
-                   f'{prefix}max_detections': thresholds.max_detections})
+    if args.task != 'classify':  # a classification has no thresholds
+        params.update({f'{prefix}confidence_threshold': args.confidence
+                       if args.confidence is not None else thresholds.confidence,
+                       f'{prefix}iou_threshold': thresholds.iou,
+                       f'{prefix}max_detections': thresholds.max_detections})
     if args.track:
         params[f'{prefix}tracker'] = args.track
     if args.task != 'detect':
@@ -210,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.TRANSIENT_LOCAL)
         label_q = client.subscribe(LabelInfo, f'{ns}/label_info', latched)
-        det_q = client.subscribe(Detection2DArray, f'{ns}/detections', 10)
+        answer_type, answer_topic = (Classification, 'classification') \
+            if args.task == 'classify' else (Detection2DArray, 'detections')
+        det_q = client.subscribe(answer_type, f'{ns}/{answer_topic}', 10)
         depth_q = None
         if depth:
             depth_q = client.subscribe(Image, f'/{resolve_manifest(depth).name}/depth/colored',
@@ -241,12 +288,17 @@ def main(argv: list[str] | None = None) -> int:
             result = publish_until_answered(pub, msg, det_q, timeout=30.0, resend_every=1.5,
                                             match=lambda m: m.header == msg.header)
             if result is None:
-                print(f'{path.name}: no detections message came back')
+                print(f'{path.name}: no {answer_topic} message came back')
                 return 1
-            print(f'{path.name}: {len(result.detections)} detections')
-            print('\n'.join(format_detections(result, labels, bool(args.track))))
-            annotated = draw(bgr, result, labels, tracked=bool(args.track))
-            png = args.out / f'{path.stem}_detections.png'
+            if args.task == 'classify':
+                print(f'{path.name}: top {len(result.results)} classes')
+                print('\n'.join(format_classes(result, labels)))
+                annotated = draw_classes(bgr, result, labels)
+            else:
+                print(f'{path.name}: {len(result.detections)} detections')
+                print('\n'.join(format_detections(result, labels, bool(args.track))))
+                annotated = draw(bgr, result, labels, tracked=bool(args.track))
+            png = args.out / f'{path.stem}_{answer_topic}.png'
             cv2.imwrite(str(png), annotated)
             print(f'  annotated image: {png}')
             if picture_q is not None:
@@ -263,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f'{path.name}: no depth image came back')
                     return 1
                 rgb = image_to_numpy(colored)
-                side = args.out / f'{path.stem}_detections_depth.png'
+                side = args.out / f'{path.stem}_{answer_topic}_depth.png'
                 cv2.imwrite(str(side), np.hstack([annotated, rgb[:, :, ::-1]]))
                 print(f'  depth ({depth}, colourised, near is warm) beside it: {side}')
             done += 1
