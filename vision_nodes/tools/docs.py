@@ -40,6 +40,8 @@ def parameter_groups() -> list[tuple[str, tuple[ParamSpec, ...]]]:
 
     return [('', PARAMS),
             ('Detection models', task_class('detect').params + output_switches('detect')),
+            ('Classification models',
+             task_class('classify').params + output_switches('classify')),
             ('Depth models', task_class('depth').params + output_switches('depth')),
             ('', REPORTS)]
 
