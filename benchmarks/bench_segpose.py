@@ -15,10 +15,11 @@ returns them).
 Measured in interleaved rounds, shuffled each round, as ``bench_detect.py`` does; a ratio is
 the median over rounds of the per-round ratio of medians, with a 95 % bootstrap interval; the
 target (node path at most a third of predict, i.e. >= 3x faster; classify: half, >= 2x)
-counts as met or missed only when the whole interval is on one side; ``--json PATH`` writes the medians and ratios in
-``bench_report.py``'s shape (``configs``: ``node_ms`` per task). Not a test: nothing is
-asserted. A task whose model this machine cannot run on ``--backend`` at ``--precision`` is
-skipped with its reason in one line, and the others are measured (``bench_configs.py``).
+counts as met or missed only when the whole interval is on one side; ``--json PATH`` writes
+the medians and ratios in ``bench_report.py``'s shape (``configs``: ``node_ms`` per task).
+Not a test: nothing is asserted. A task whose model this machine cannot run on
+``--backend`` at ``--precision`` is skipped with its reason in one line, and the others are
+measured (``bench_configs.py``).
 
     .venv/bin/python benchmarks/bench_segpose.py
     .venv/bin/python benchmarks/bench_segpose.py --tasks pose --backend openvino --rounds 20

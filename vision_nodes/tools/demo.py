@@ -81,7 +81,7 @@ def _fetch_with_ultralytics(name: str) -> Path:
 
 
 def box_corners(det) -> np.ndarray:
-    """A Detection2D's four corners: ``cv2.boxPoints`` of its centre, size and theta.
+    """Return a Detection2D's four corners: ``cv2.boxPoints`` of its centre, size and theta.
 
     The order of Ultralytics' ``xyxyxyxy`` (OpenCV gives them reversed); an axis-aligned box
     (theta 0) has its corners too.
