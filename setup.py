@@ -48,7 +48,7 @@ extras = {
     # The default validation set of the precision check (sample photographs).
     'validation': ['scikit-image>=0.22'],
     'test': ['pytest>=7,<9', 'pytest-xdist>=3', 'flake8>=6', 'pydocstyle>=6', 'vermin>=1.9',
-             'colcon-common-extensions>=0.3'],
+             'colcon-common-extensions>=0.3', 'osrf-pycommon>=2', 'argcomplete>=1.8'],
 }
 
 setup(

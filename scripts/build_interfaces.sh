@@ -4,7 +4,9 @@
 # (the venv root is the ament prefix).
 #
 # Usage: scripts/build_interfaces.sh [VENV_DIR] [PACKAGE ...]
-#        (default: <repo>/.venv; every package, vision_msgs first)
+#        (default: <repo>/.venv; every package, vision_msgs first). A PACKAGE that is a
+#        folder's path (it holds a '/') is built from there, under its folder's name
+#        (scripts/install_launch_stack.sh builds composition_interfaces so).
 #
 # Only for machines without apt ROS. On a real ROS install use
 # `apt install ros-$ROS_DISTRO-vision-msgs` and build vision_nodes_msgs with colcon.
@@ -38,10 +40,14 @@ fi
 build_one() (
 PKG="$1"
 SRC_DIR="$REPO_ROOT/interfaces/$PKG"
+if [[ "$PKG" == */* ]]; then
+  SRC_DIR="$(cd "$PKG" && pwd)"
+  PKG="$(basename "$SRC_DIR")"
+fi
 BUILD_DIR="$REPO_ROOT/build/$PKG"
 LOG="$BUILD_DIR/build.log"
 if [[ ! -f "$SRC_DIR/package.xml" ]]; then
-  echo "build_interfaces: no interface package '$PKG' in $REPO_ROOT/interfaces" >&2
+  echo "build_interfaces: no interface package '$PKG' in $(dirname "$SRC_DIR")" >&2
   exit 2
 fi
 STAMP="$VENV/share/$PKG/vision_nodes_source.sha256"
@@ -50,7 +56,10 @@ STAMP="$VENV/share/$PKG/vision_nodes_source.sha256"
 src_hash() {
   (
     cd "$SRC_DIR"
-    { printf '%s\n' CMakeLists.txt package.xml; find msg -name '*.msg' | LC_ALL=C sort; } |
+    { printf '%s\n' CMakeLists.txt package.xml
+      for kind in msg srv action; do
+        if [[ -d "$kind" ]]; then find "$kind" -name "*.$kind"; fi
+      done | LC_ALL=C sort; } |
       while IFS= read -r f; do
         printf '%s\n' "$f"
         sha256sum < "$f"
@@ -59,9 +68,12 @@ src_hash() {
 }
 
 HASH="$(src_hash)"
+# The module that proves the install: msg, else srv (composition_interfaces has services only).
+KIND=msg
+if [[ ! -d "$SRC_DIR/msg" ]]; then KIND=srv; fi
 
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$HASH" ]] &&
-   "$PY" -c "import $PKG.msg" >/dev/null 2>&1; then
+   "$PY" -c "import $PKG.$KIND" >/dev/null 2>&1; then
   echo "$PKG: up to date in $VENV"
   exit 0
 fi
@@ -135,7 +147,7 @@ JOBS="$(nproc 2>/dev/null || echo 4)"
   echo "== install"
   cmake --install "$BUILD_DIR"
   echo "== check import"
-  "$PY" -c "import $PKG.msg"
+  "$PY" -c "import $PKG.$KIND"
 } >> "$LOG" 2>&1
 
 mkdir -p "$(dirname "$STAMP")"

@@ -10,7 +10,8 @@
 #        PYTHON=/path/to/python3.11 scripts/setup_env.sh
 #
 # Idempotent and fast on re-runs: pip is skipped while requirements/*.txt and setup.py are
-# unchanged (a stamp in the venv records their hash) and the imports still work.
+# unchanged (a stamp in the venv records their hash) and the imports still work; the interface
+# packages and the launch stack have stamps of their own.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -94,6 +95,15 @@ fi
 # no-op when up to date.
 "$ROOT/scripts/build_interfaces.sh" "$VENV"
 
+# The ROS 2 launch stack (launch, launch_ros, launch_testing, ros2cli, composition_interfaces:
+# on no registry either) from the pinned tarballs of ../shared/ros2-launch-stack when that
+# folder is beside the checkout, as in CI; a user's clone has none, and its launch tests skip
+# saying so. A no-op when up to date (its own stamp).
+LAUNCH_STACK="${VISION_NODES_LAUNCH_STACK:-$ROOT/../shared/ros2-launch-stack}"
+if [[ -d "$LAUNCH_STACK" ]]; then
+  "$ROOT/scripts/install_launch_stack.sh" "$VENV" "$LAUNCH_STACK"
+fi
+
 if [[ ! -f "$STAMP" ]]; then
   echo "setup_env: installing vision_nodes (editable)"
   "$py" -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation \
@@ -103,3 +113,8 @@ import torch, ultralytics, lap, vision_nodes' >>"$LOG" 2>&1 || fail "the environ
   echo "$want_hash" > "$STAMP"
   echo "setup_env: ready ($VENV)"
 fi
+
+# The venv as an ament prefix of the editable package (share/vision_nodes, lib/vision_nodes,
+# the index entry: links into the checkout), for launch_ros, `ros2 launch` and the launch
+# tests; every run, as a launch or config file may have been added (a fraction of a second).
+"$py" "$ROOT/scripts/ament_prefix.py" "$VENV" || fail "could not link the package into $VENV"

@@ -33,6 +33,23 @@ os.environ.setdefault('YOLO_CONFIG_DIR', str(ROOT / '.cache' / 'ultralytics'))
 use_default_model_dir()
 
 
+def _venv_on_ament_prefix_path() -> None:
+    """Put this venv's ament index last on ``AMENT_PREFIX_PATH``, as sourcing ROS would.
+
+    scripts/setup_env.sh links the editable package into the venv (scripts/ament_prefix.py) and
+    installs the launch stack there; the launch tests, ``ros2`` and launch_ros find them
+    through the index. A sourced workspace's prefixes stay first.
+    """
+    if not (Path(sys.prefix) / 'share' / 'ament_index' / 'resource_index').is_dir():
+        return
+    paths = [p for p in os.environ.get('AMENT_PREFIX_PATH', '').split(os.pathsep) if p]
+    if sys.prefix not in paths:
+        os.environ['AMENT_PREFIX_PATH'] = os.pathsep.join([*paths, sys.prefix])
+
+
+_venv_on_ament_prefix_path()
+
+
 def _model_dir() -> Path | None:
     value = os.environ.get('VISION_NODES_MODEL_DIR')
     return Path(value) if value else None

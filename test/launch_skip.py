@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import os
 
+#: Why a launch test cannot run without the ROS 2 launch stack (on no package registry).
+NO_LAUNCH_STACK = (
+    'launch_testing is not installed: the ROS 2 launch stack is on no package registry; '
+    'scripts/setup_env.sh installs it from ../shared/ros2-launch-stack when that folder is '
+    'beside the checkout (as in CI), or source a ROS 2 install that has it')
+
 
 def skip_reason() -> str | None:
     """Return why not: the package must be in an ament prefix, the yolov8n weights findable."""

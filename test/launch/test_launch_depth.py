@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from launch_skip import NO_LAUNCH_STACK
+
 try:
     import launch
     import launch_ros  # noqa: F401
@@ -30,8 +32,7 @@ try:
     from launch.actions import IncludeLaunchDescription
     from launch.launch_description_sources import PythonLaunchDescriptionSource
 except ImportError:
-    pytest.skip('launch_testing is not installed (it is not on PyPI); install ROS 2 '
-                'launch_testing to run these tests', allow_module_level=True)
+    pytest.skip(NO_LAUNCH_STACK, allow_module_level=True)
 pytest.importorskip('transformers', reason='transformers is not installed (depth model)')
 
 import numpy as np  # noqa: E402

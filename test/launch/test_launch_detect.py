@@ -16,8 +16,11 @@ and that the node exits cleanly when the launch shuts down.
 
 How to run: the launch file starts the node as ``Node(package='vision_nodes',
 executable='vision_node')``, which needs the package installed in an ament prefix
-(``lib/vision_nodes/vision_node``), i.e. built with colcon and sourced, plus the ROS 2
-``launch_testing`` / ``launch_ros`` packages (not on PyPI)::
+(``lib/vision_nodes/vision_node``) plus the ROS 2 ``launch_testing`` / ``launch_ros`` packages
+(on no registry). In the project's venv ``scripts/setup_env.sh`` gives both: it installs the
+launch stack from ``../shared/ros2-launch-stack`` when that folder is there (as in CI) and
+links the editable package into the venv, which test/conftest.py puts on
+``AMENT_PREFIX_PATH`` (``scripts/dev test`` runs these tests then). With a ROS install::
 
     colcon build --packages-select vision_nodes && source install/setup.bash
     export VISION_NODES_MODEL_DIR=/path/to/folder/with/yolov8n.pt
@@ -28,8 +31,8 @@ executable='vision_node')``, which needs the package installed in an ament prefi
 Rebuild after changing the package: the node runs the installed copy. Optional:
 ``VISION_NODES_CACHE_DIR`` (engine cache; the first configure exports yolov8n to ONNX).
 The tests pick a random ROS_DOMAIN_ID and keep discovery on localhost. Without launch_testing
-the module is skipped; without the colcon install or the weights the launch test is skipped
-with the reason.
+the module is skipped, saying where the stack comes from; without the ament install or the
+weights the launch test is skipped with the reason.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ from pathlib import Path
 
 import pytest
 
+from launch_skip import NO_LAUNCH_STACK
+
 try:
     import launch
     import launch_ros  # noqa: F401
@@ -50,8 +55,7 @@ try:
     from launch.actions import IncludeLaunchDescription
     from launch.launch_description_sources import PythonLaunchDescriptionSource
 except ImportError:
-    pytest.skip('launch_testing is not installed (it is not on PyPI); install ROS 2 '
-                'launch_testing to run these tests', allow_module_level=True)
+    pytest.skip(NO_LAUNCH_STACK, allow_module_level=True)
 
 import rclpy  # noqa: E402
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile,  # noqa: E402
