@@ -71,7 +71,7 @@ setup(
     license='Apache-2.0',
     entry_points={
         'console_scripts': [
-            'vision_node = vision_nodes.ros.node:main',
+            'vision_node = vision_nodes.ros.main:main',
             'vision_nodes_demo = vision_nodes.tools.demo:main',
             'vision_nodes_image_publisher = vision_nodes.tools.image_publisher:main',
         ],

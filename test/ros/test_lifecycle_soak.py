@@ -9,10 +9,17 @@
 * In this process: cycles leave no entry behind in the node's callback groups (rclpy kept a
   weak reference to every subscription, timer, guard condition and event handler ever
   destroyed: dozens a cycle, for good).
+* The ``vision_node`` program (``ros/main.py``) applies the allocator settings before rclpy
+  is imported: its worker threads then share one glibc arena, and what they freed is given
+  back by cleanup's release. Applied after the import, as ``node.main`` did, rclpy's native
+  threads had made two arenas already; workers took turns on them and kept what they freed
+  there (the lifecycle soak's memory grew again after ~50 cycles).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -81,3 +88,54 @@ def test_cycles_leave_no_callback_group_entries(model_dir, engine_cache_dir):
         node.release()
         node.destroy_node()
         rclpy.shutdown(context=context)
+
+
+# The node module replaced by a stand-in that imports rclpy (whose native threads start then),
+# lets worker threads come and go with 60 MB of frame buffers each, releases what they freed
+# as cleanup does, and reports the glibc arenas and the memory still held.
+_PROGRAM_PROBE = r'''
+import ctypes, json, os, sys, tempfile, threading, types
+
+def stand_in(args=None):
+    import numpy as np
+    import rclpy  # noqa: F401
+    from vision_nodes.platform.allocator import release_freed_memory
+
+    def rss_mb():
+        for line in open('/proc/self/status'):
+            if line.startswith('VmRSS:'):
+                return int(line.split()[1]) / 1024
+
+    def frames():
+        buffers = [np.ones(5 * 2 ** 20, np.uint8) for _ in range(12)]
+        del buffers
+
+    before = rss_mb()
+    for _ in range(3):
+        worker = threading.Thread(target=frames)
+        worker.start()
+        worker.join()
+    release_freed_memory()
+    libc = ctypes.CDLL('libc.so.6')
+    libc.fopen.restype = ctypes.c_void_p
+    path = tempfile.mktemp()
+    stream = ctypes.c_void_p(libc.fopen(path.encode(), b'w'))
+    libc.malloc_info(0, stream)
+    libc.fclose(stream)
+    arenas = open(path).read().count('<heap nr=')
+    os.unlink(path)
+    print(json.dumps({'arenas': arenas, 'kept_mb': rss_mb() - before}))
+
+sys.modules['vision_nodes.ros.node'] = types.SimpleNamespace(main=stand_in)
+from vision_nodes.ros.main import main
+main()
+'''
+
+
+def test_the_program_sets_the_allocator_before_rclpy_makes_threads():
+    result = subprocess.run([sys.executable, '-c', _PROGRAM_PROBE], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report['arenas'] == 1, report
+    assert report['kept_mb'] < 10, report

@@ -249,14 +249,16 @@ class VisionNode(LifecycleNode):
 
 
 def main(args: list[str] | None = None) -> None:
-    """Entry point of ``vision_node``: spin until SIGINT/SIGTERM or the shutdown transition.
+    """Run the node: spin until SIGINT/SIGTERM or the shutdown transition.
 
     Returns normally (exit code 0) on shutdown; an argument the node cannot start with ends
-    the process with one line and exit code 2 (:func:`.startup.start_node`).
+    the process with one line and exit code 2 (:func:`.startup.start_node`). The program
+    ``vision_node`` is :mod:`.main`, which applies the allocator settings before rclpy is
+    imported; here they come after (``python -m vision_nodes.ros.node``), before any
+    frame-sized buffer exists.
     """
     from .startup import start_node
 
-    # Before any frame-sized buffer exists: see vision_nodes.platform.allocator.
     keep_freed_buffers()
     node = start_node(VisionNode, args, 'vision_node')
     spin_until_shutdown(node)

@@ -64,7 +64,7 @@ class NodeProcess:
             'w', prefix='vision_node_params_', suffix='.yaml', delete=False)
         yaml.safe_dump({'/**': {'ros__parameters': dict(params or {})}}, self._params_file)
         self._params_file.close()
-        cmd = [sys.executable, '-m', 'vision_nodes.ros.node', '--ros-args',
+        cmd = [sys.executable, '-m', 'vision_nodes.ros.main', '--ros-args',
                '-r', f'__node:={node_name}', '--params-file', self._params_file.name,
                '--log-level', log_level]
         if namespace:
