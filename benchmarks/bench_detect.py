@@ -160,7 +160,7 @@ def parse_config(spec: str) -> Config:
     parts = parts if rect else parts[:-1]
     if not 1 <= len(parts) <= 2:
         raise SystemExit(f'bad configuration {spec!r}: use BACKEND[:PRECISION][:square]')
-    from vision_nodes.runners.backends import BACKEND_CHOICES, PRECISIONS
+    from vision_nodes.backends import BACKEND_CHOICES, PRECISIONS
 
     backend = parts[0]
     precision = parts[1] if len(parts) == 2 else ('auto' if backend == 'auto' else 'fp32')

@@ -4,7 +4,7 @@ A manifest names the model, its task, where its weights are, its input size and 
 its labels, the backends it supports and its default thresholds (detection). A task's own
 block (``depth:`` for depth models) is parsed by its task file (:mod:`vision_nodes.tasks`);
 backend, precision and architecture names come from the backend table
-(:mod:`vision_nodes.runners.backends`). Every problem found while loading raises
+(:mod:`vision_nodes.backends`). Every problem found while loading raises
 :class:`ManifestError` naming the file and the field, in one bounded line.
 
 Manifests are untrusted input: the file is size-checked before it is read, its YAML parsed
@@ -25,12 +25,11 @@ from typing import Any, Callable
 
 import yaml
 
+from .backends import ARCHITECTURE_BACKENDS, ARCHITECTURES, BACKEND_NAMES, KNOWN_PRECISIONS
 from .files import read_regular
 from .limits import (MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL_CHARS,
                      MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_MANIFEST_NODES,
                      MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_PREPROCESSING_MAGNITUDE)
-from .runners.backends import ARCHITECTURE_BACKENDS, ARCHITECTURES, BACKEND_NAMES, \
-    KNOWN_PRECISIONS
 from .tasks.registry import KNOWN_TASKS, TASK_MAP, task_class
 from .text import clip, show
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 
+from ..artifacts.cache import ArtifactCache
+from ..backends import BACKENDS, PRECISIONS
 from ..platform.allocator import release_freed_memory
 from ..platform.devices import Device, DeviceError, require_device
-from ..artifacts.cache import ArtifactCache
 from ..text import clip
-from .backends import BACKENDS, PRECISIONS
 
-if TYPE_CHECKING:  # the manifest reads the backend table (.backends): no import cycle here
+if TYPE_CHECKING:
     from ..manifest import ModelManifest
 
 __all__ = ['PRECISIONS', 'Runner', 'RunnerConfig', 'RunnerError']

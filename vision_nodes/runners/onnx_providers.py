@@ -35,10 +35,10 @@ from typing import Any, Callable, Sequence
 
 from ..artifacts.cache import ArtifactCache, cache_key, entries_alike
 from ..artifacts.types import workspace_bytes
+from ..backends import BACKENDS
 from ..platform import cuda
 from ..platform.devices import Device, DeviceError, openvino_device, require_device
 from ..text import clip
-from .backends import BACKENDS
 from .base import RunnerError
 
 #: Short names accepted by the ``execution_provider`` parameter ('' also means cpu).

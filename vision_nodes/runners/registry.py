@@ -1,6 +1,6 @@
 """Backend name → runner class, and every decision taken before a runner exists.
 
-Every fact comes from the backend table (:mod:`.backends`) and the device facts of
+Every fact comes from the backend table (:mod:`vision_nodes.backends`) and the device facts of
 ``platform/`` (through each backend's ``plan`` module). Runner modules are imported only when
 their backend is chosen, so a deployment installs only the runtimes it uses. :func:`select`
 decides which backends to try, in order, with the reason for every other one; for each
@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, Callable, Sequence
 
+from .. import backends
 from ..artifacts.types import ArtifactRequest
+from ..backends import BACKEND_CHOICES, BACKENDS
 from ..manifest import ModelManifest
-from . import backends
-from .backends import BACKEND_CHOICES, BACKENDS
 from .base import Runner, RunnerConfig, RunnerError
 
 #: name → (module, class) of the runner (the table's); ``None``: reserved, not built yet.

@@ -59,8 +59,8 @@ class BackendFacts:
 
 
 def backend_facts() -> list[BackendFacts]:
-    """Read the backend facts from the backend table (:mod:`vision_nodes.runners.backends`)."""
-    from ..runners.backends import AUTO_ORDER, BACKENDS
+    """Read the backend facts from the backend table (:mod:`vision_nodes.backends`)."""
+    from ..backends import AUTO_ORDER, BACKENDS
 
     rows = []
     for row in BACKENDS.values():

@@ -1,6 +1,6 @@
 """The one backend table, the one ``auto`` decision, and what tasks own of a manifest.
 
-Every fact about a backend is a row of ``runners/backends.py``; the manifest checker, the
+Every fact about a backend is a row of ``backends.py``; the manifest checker, the
 registry, the ONNX providers and the node's parameter choices read it. ``registry.select``
 decides ``auto`` once and the pipeline loads its candidates in order; ``create_runner`` loads
 one named backend. Tasks parse their own manifest blocks and give the node's parameter
@@ -14,13 +14,14 @@ from dataclasses import replace
 import pytest
 
 from vision_nodes import manifest as manifest_module
+from vision_nodes import backends
 from vision_nodes import pipeline as pipeline_module
 from vision_nodes.artifacts.cache import ArtifactCache
 from vision_nodes.manifest import ManifestError, parse_manifest, resolve_manifest
+from vision_nodes.backends import (ARCHITECTURE_BACKENDS, AUTO_ORDER, BACKEND_CHOICES, BACKENDS,
+                                   EXECUTION_PROVIDER_CHOICES, PRECISIONS)
 from vision_nodes.platform.devices import DEVICE_KINDS
-from vision_nodes.runners import backends, registry
-from vision_nodes.runners.backends import (ARCHITECTURE_BACKENDS, AUTO_ORDER, BACKEND_CHOICES,
-                                           BACKENDS, EXECUTION_PROVIDER_CHOICES, PRECISIONS)
+from vision_nodes.runners import registry
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.pipeline import create_runner
 from vision_nodes.runners.registry import Candidate, Selection, runner_class, select

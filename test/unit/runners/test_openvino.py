@@ -429,7 +429,7 @@ def test_auto_falls_back_from_openvino_to_onnx(manifest, model_dir, engine_cache
                                                monkeypatch):
     """auto tries OpenVINO first on a CPU machine; if it fails to load, ONNX Runtime runs."""
     from vision_nodes.runners.openvino_runner import OpenVinoRunner
-    from vision_nodes.runners.backends import AUTO_ORDER
+    from vision_nodes.backends import AUTO_ORDER
 
     assert AUTO_ORDER.index('openvino') < AUTO_ORDER.index('onnx')
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vision_nodes.runners import backends
-from vision_nodes.runners.backends import AUTO_ORDER
+from vision_nodes import backends
+from vision_nodes.backends import AUTO_ORDER
 from vision_nodes.runners.registry import BACKEND_MAP, check_supported, runner_class, select
 from vision_nodes.artifacts.cache import ArtifactCache
 from vision_nodes.manifest import KNOWN_BACKENDS, resolve_manifest
