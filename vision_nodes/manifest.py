@@ -8,7 +8,7 @@ backend, precision and architecture names come from the backend table
 :class:`ManifestError` naming the file and the field, in one bounded line.
 
 Manifests are untrusted input: the file is size-checked before it is read, its YAML parsed
-with a safe loader that refuses anchors and aliases and bounds nesting and node count, every
+by :mod:`.yaml_safety` (no anchors or aliases, nesting and node count bounded), every
 number must be finite and within :mod:`vision_nodes.limits`, and every value quoted back in an
 error is clipped.
 """
@@ -28,10 +28,12 @@ import yaml
 from .backends import ARCHITECTURE_BACKENDS, ARCHITECTURES, BACKEND_NAMES, KNOWN_PRECISIONS
 from .files import read_regular
 from .limits import (MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL_CHARS,
-                     MAX_LABELS, MAX_MANIFEST_BYTES, MAX_MANIFEST_DEPTH, MAX_MANIFEST_NODES,
-                     MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_PREPROCESSING_MAGNITUDE)
+                     MAX_LABELS, MAX_MANIFEST_BYTES, MAX_NAME_CHARS, MAX_PATH_CHARS,
+                     MAX_PREPROCESSING_MAGNITUDE)
 from .tasks.registry import KNOWN_TASKS, TASK_MAP, task_class
 from .text import clip, show
+# SAFE_LOADER: ros/startup.py reads it here until it imports .yaml_safety.
+from .yaml_safety import SAFE_LOADER, safe_yaml, yaml_problem  # noqa: F401
 
 #: Every backend name a manifest may list (the backend table's; ``auto`` is a setting's value).
 KNOWN_BACKENDS = BACKEND_NAMES
@@ -47,9 +49,6 @@ DEFAULT_STRIDES = {'ultralytics': 32, 'onnx': 32, 'transformers': 14, 'openvino'
 MODEL_DIR_ENV = 'VISION_NODES_MODEL_DIR'
 #: The development layout: weights in ``shared/models`` beside a source checkout.
 CHECKOUT_MODEL_DIR = Path(__file__).resolve().parent.parent.parent / 'shared' / 'models'
-
-#: PyYAML's safe loader, in C where libyaml is available (a manifest may be 1 MiB).
-SAFE_LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 
 
 class ManifestError(ValueError):
@@ -473,53 +472,6 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
 def _read_manifest_bytes(path: Path) -> bytes:
     """Read a manifest file: a regular file of bounded size (see :mod:`.files`)."""
     return read_regular(path, MAX_MANIFEST_BYTES, 'manifest', ManifestError)
-
-
-def yaml_problem(exc: Exception) -> str:
-    """One line describing a YAML error: what and where (PyYAML's own text spans lines)."""
-    problem = getattr(exc, 'problem', None)
-    mark = getattr(exc, 'problem_mark', None)
-    if problem and mark is not None:
-        context = getattr(exc, 'context', None)
-        text = f'{context}, {problem}' if context else problem
-        return f'{clip(text, 120)} (line {mark.line + 1}, column {mark.column + 1})'
-    return clip(exc, 160)
-
-
-def _check_yaml_shape(text: str) -> None:
-    """Refuse anchors, aliases, deep nesting and too many nodes before building any object.
-
-    Runs over the parser's event stream, which is produced without recursion and without
-    expanding aliases, so a "billion laughs" document or a 100 000-deep list costs one pass
-    over its bytes.
-    """
-    depth = nodes = 0
-    for event in yaml.parse(text, Loader=SAFE_LOADER):
-        if isinstance(event, yaml.AliasEvent) or getattr(event, 'anchor', None) is not None:
-            mark = event.start_mark
-            raise ValueError(f'YAML anchors and aliases (&name, *name) are not accepted in a '
-                             f'manifest: write the value out (line {mark.line + 1})')
-        if isinstance(event, yaml.NodeEvent):
-            nodes += 1
-            if nodes > MAX_MANIFEST_NODES:
-                raise ValueError(f'more than {MAX_MANIFEST_NODES} YAML values')
-        if isinstance(event, yaml.CollectionStartEvent):
-            depth += 1
-            if depth > MAX_MANIFEST_DEPTH:
-                mark = event.start_mark
-                raise ValueError(f'nested deeper than {MAX_MANIFEST_DEPTH} levels '
-                                 f'(line {mark.line + 1})')
-        elif isinstance(event, yaml.CollectionEndEvent):
-            depth -= 1
-
-
-def safe_yaml(text: str) -> Any:
-    """Parse YAML from an untrusted file: the shape checks above, then the safe loader.
-
-    Raises ValueError for a refused shape, ``yaml.YAMLError`` for invalid YAML.
-    """
-    _check_yaml_shape(text)
-    return yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a SafeLoader (C or Python)
 
 
 def load_manifest(path: str | os.PathLike) -> ModelManifest:

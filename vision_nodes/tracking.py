@@ -29,6 +29,7 @@ import numpy as np
 from .files import read_regular
 from .limits import MAX_TRACKER_CONFIG_BYTES
 from .text import clip, clip_path, show
+from .yaml_safety import safe_yaml, yaml_problem
 
 #: Values of the ``tracker`` parameter ('none' turns tracking off).
 TRACKERS = ('none', 'bytetrack', 'botsort')
@@ -52,8 +53,6 @@ def _packaged_config(kind: str) -> dict[str, Any]:
 
 
 def _read_yaml(path: Path, error: Callable[[str], Exception]) -> dict[str, Any]:
-    from .manifest import safe_yaml, yaml_problem
-
     text = read_regular(path, MAX_TRACKER_CONFIG_BYTES, 'tracker configuration', error)
     try:
         data = safe_yaml(text.decode('utf-8'))

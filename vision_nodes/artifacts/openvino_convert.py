@@ -29,8 +29,9 @@ from .onnx_export import ONNX_FILE, ensure_onnx
 from ..loaders import ModelLoadError, check_weights, read_weights
 from ..files import read_regular
 from ..limits import MAX_MODEL_METADATA_BYTES
-from ..manifest import ModelManifest, safe_yaml
+from ..manifest import ModelManifest
 from ..text import clip, show_path
+from ..yaml_safety import safe_yaml
 
 #: Bump whenever the IR would change for the same parent and OpenVINO version.
 CONVERTER_VERSION = 1
