@@ -9,6 +9,11 @@ naming the bound. docs/security.md lists them.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+from .text import show
+
 #: Largest manifest file, in bytes (checked before the file is read).
 MAX_MANIFEST_BYTES = 1 << 20
 #: Deepest nesting of a manifest's YAML (a manifest needs 3); YAML anchors and aliases are
@@ -90,3 +95,27 @@ MAX_CUDA_GRAPHS = 4
 MAX_TRACKER_CONFIG_BYTES = 64 << 10
 #: Frames whose stage durations the node keeps for its stage medians (diagnostics).
 STAGE_WINDOW = 256
+
+
+def depth_range_problem(value: Any) -> str | None:
+    """Why ``value`` cannot bound a depth range, or None when it can.
+
+    A depth range limit (the manifest's ``depth.max_depth``, a model's own ``max_depth``)
+    is a number, finite, > 0 and at most :data:`MAX_DEPTH_METRES`: a negative or zero one
+    would turn every depth into NaN (or flip a relative map) without a word. One guard for
+    every place a depth range enters (the depth task's manifest block, the transformers
+    loader).
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f'{show(value)} is not a number'
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        return f'{show(value)} is not a finite number'
+    if number <= 0:
+        return f'{show(value)} is not positive'
+    if number > MAX_DEPTH_METRES:
+        return f'{show(value)} is larger than {MAX_DEPTH_METRES:g}'
+    return None

@@ -30,9 +30,8 @@ from typing import Any, Iterator
 
 from ..files import fd_path, open_regular, read_regular
 from ..limits import (MAX_MODEL_LAYERS, MAX_MODEL_METADATA_BYTES, MAX_MODEL_PARAMETERS,
-                      MAX_WEIGHTS_BYTES)
+                      MAX_WEIGHTS_BYTES, depth_range_problem)
 from ..manifest import ModelManifest
-from ..tasks.depth import depth_range_problem
 from ..text import clip, clip_path, show, show_path
 from .common import ModelLoadError, force_offline, summary
 from .safetensors_header import read_tensor_shapes

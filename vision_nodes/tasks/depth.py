@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Mapping
 import cv2
 import numpy as np
 
-from ..limits import MAX_DEPTH_METRES
+from ..limits import depth_range_problem
 from ..manifest import ModelManifest, check_keys, expect, field_error
 from ..param_spec import ParamSpec
 from ..text import show
@@ -75,29 +75,6 @@ class DepthSpec:
     #: Metric models: the farthest depth the model reports, in metres; larger values are
     #: published as +Inf (REP 117: beyond range). None: no limit.
     max_depth: float | None = None
-
-
-def depth_range_problem(value: Any) -> str | None:
-    """Why ``value`` cannot bound a depth range, or None when it can.
-
-    A depth range limit (the manifest's ``depth.max_depth``, a model's own ``max_depth``)
-    is a number, finite, > 0 and at most :data:`~vision_nodes.limits.MAX_DEPTH_METRES`: a
-    negative or zero one would turn every depth into NaN (or flip a relative map) without a
-    word. One guard for every place a depth range enters.
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f'{show(value)} is not a number'
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        return f'{show(value)} is not a finite number'
-    if number <= 0:
-        return f'{show(value)} is not positive'
-    if number > MAX_DEPTH_METRES:
-        return f'{show(value)} is larger than {MAX_DEPTH_METRES:g}'
-    return None
 
 
 def _max_depth(source: str, kind: str, value: Any) -> float | None:

@@ -26,7 +26,8 @@ from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.pipeline import create_runner
 from vision_nodes.runners.registry import Candidate, Selection, runner_class, select
 from vision_nodes.tasks import TASK_MAP, default_values, param_defaults, task_class
-from vision_nodes.tasks.depth import DepthSpec, depth_range_problem
+from vision_nodes.limits import depth_range_problem
+from vision_nodes.tasks.depth import DepthSpec
 
 
 @pytest.fixture(scope='module')
