@@ -1,6 +1,7 @@
 """What the launch_testing tests of vision_nodes share.
 
-Why one cannot run here (None: it can), and the ROS graph of its own each test runs in.
+Why one cannot run here (None: it can), the ROS graph of its own each test runs in, and the
+real ``ros2`` command.
 
 Not a test module: the launch tests that start ``vision_node`` import it.
 """
@@ -8,6 +9,10 @@ Not a test module: the launch tests that start ``vision_node`` import it.
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+import time
 
 #: Why a launch test cannot run without the ROS 2 launch stack (on no package registry).
 NO_LAUNCH_STACK = (
@@ -40,3 +45,22 @@ def isolate_ros_graph(domain_id: int) -> None:
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     os.environ.setdefault('YOLO_OFFLINE', '1')
     os.environ.setdefault('YOLO_CONFIG_DIR', '/tmp/vision_nodes_test_yolo')
+
+
+def ros2(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    """Run the real ``ros2`` command (this interpreter's, else PATH's) in this environment.
+
+    A verb that talks to a node (``param``, ``lifecycle``) runs without the ROS 2 daemon, which
+    would outlive the test, and is run again while the node is not discovered yet ('Node not
+    found'), until ``timeout``.
+    """
+    exe = os.path.join(sys.prefix, 'bin', 'ros2')
+    exe = exe if os.access(exe, os.X_OK) else shutil.which('ros2') or 'ros2'
+    command = [exe, *args]
+    if args[0] in ('param', 'lifecycle', 'node', 'service', 'topic'):
+        command += ['--no-daemon']
+    deadline = time.monotonic() + timeout
+    while True:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if 'Node not found' not in run.stdout + run.stderr or time.monotonic() > deadline:
+            return run

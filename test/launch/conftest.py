@@ -23,7 +23,7 @@ try:
     import launch_testing  # noqa: F401
 except ImportError:
     def pytest_pycollect_makemodule(module_path, parent):
-        """A launch_testing file becomes a module that skips with NO_LAUNCH_STACK."""
+        """Make a launch_testing file a module that skips with NO_LAUNCH_STACK."""
         if 'launch_testing' in module_path.read_text(errors='replace'):
             return _NeedsTheLaunchStack.from_parent(parent, path=module_path)
         return None

@@ -12,6 +12,9 @@ interfaces, that:
 (c) a reload parameter (backend) is refused while active, with a reason that says to
     deactivate and clean up;
 (d) deactivate stops the detections, activate resumes them;
+(e) the README's ``ros2 param set`` lines through the real ``ros2`` CLI: the threshold applies,
+    ``backend`` is refused while active;
+(f) ``ros2 lifecycle set`` deactivates and activates it, ``ros2 lifecycle get`` says so;
 and that the node exits cleanly when the launch shuts down.
 
 How to run: the launch file starts the node as ``Node(package='vision_nodes',
@@ -63,7 +66,7 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile,  # noqa: E40
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
-from launch_skip import isolate_ros_graph, skip_reason  # noqa: E402
+from launch_skip import isolate_ros_graph, ros2, skip_reason  # noqa: E402
 from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
 
 LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect.launch.py'
@@ -221,6 +224,36 @@ class TestDetectLaunch(unittest.TestCase):
         self.assertEqual(self.client.get_state(), 'active')
         ids = class_ids(self.next_result())
         self.assertIn(BUS, ids)
+
+    def test_e_ros2_param_set(self):
+        """The README's ``ros2 param set`` lines through the real CLI: one applies, the
+        reload parameter is refused with the node's reason."""
+        self.wait_until_active()
+        run = ros2('param', 'set', NODE, 'confidence_threshold', '0.5')
+        try:
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            self.assertIn('Set parameter successful', run.stdout)
+            self.assertEqual(self.client.get_parameters('confidence_threshold'),
+                             {'confidence_threshold': 0.5})
+            self.assertTrue(all(d.results[0].hypothesis.score > 0.5
+                                for d in self.next_result().detections))
+        finally:
+            self.assertTrue(
+                self.client.set_parameters(confidence_threshold=0.25)[0].successful)
+        refused = ros2('param', 'set', NODE, 'backend', 'cpu')
+        self.assertIn('Setting parameter failed', refused.stdout + refused.stderr)
+        self.assertIn('deactivate', refused.stdout + refused.stderr)
+
+    def test_f_ros2_lifecycle_set(self):
+        """``ros2 lifecycle set`` deactivates and activates the node; ``get`` tells."""
+        self.wait_until_active()
+        for transition, state in (('deactivate', 'inactive'), ('activate', 'active')):
+            run = ros2('lifecycle', 'set', NODE, transition)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr)
+            self.assertIn('Transitioning successful', run.stdout)
+            self.assertEqual(self.client.get_state(), state)
+        self.assertTrue(ros2('lifecycle', 'get', NODE).stdout.startswith('active'))
+        self.assertIn(BUS, class_ids(self.next_result()))
 
 
 @launch_testing.post_shutdown_test()

@@ -114,9 +114,22 @@ def test_launch_arguments_describe_the_parameters_they_set():
     from vision_nodes.ros.params import SPECS
 
     for name in OVERRIDABLE:
-        kwargs = _from_spec(name, 'the default')
+        kwargs = _from_spec(name, SPECS[name].default)
         assert kwargs['description'].startswith(SPECS[name].description), name
         assert kwargs.get('choices', [''])[1:] == [c for c in SPECS[name].choices if c], name
+        default = SPECS[name].default
+        assert kwargs['default_value'] == (','.join(default) if isinstance(default, list)
+                                           else str(default)), name
+
+
+def test_use_sim_time_reaches_the_node_as_a_boolean(tmp_path, params_file):
+    """use_sim_time:=true given beats the file; a word that is not true/false is one line."""
+    arguments = dict(NO_ARGUMENTS, use_sim_time='true')
+    entries = node_parameters('yolov8n', params_file, arguments)
+    assert entries[-1]['use_sim_time'] is True
+    assert override_arguments({'use_sim_time': True}) == ['-p', 'use_sim_time:=true']
+    with pytest.raises(RuntimeError, match=r"^use_sim_time:='yes' is not true or false$"):
+        node_parameters('yolov8n', '', dict(NO_ARGUMENTS, use_sim_time='yes'))
 
 
 def test_camera_arguments_reach_the_node_typed(tmp_path):

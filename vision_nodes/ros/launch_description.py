@@ -6,15 +6,17 @@ defaults (model, parameters file) and output topics, so they call
 
 This module needs the ROS 2 ``launch`` and ``launch_ros`` packages; they are imported inside
 the functions so that importing ``vision_nodes`` never requires them. Only APIs that exist in
-Humble are used (DeclareLaunchArgument choices, LifecycleNode, OnProcessStart,
-OnStateTransition, ChangeState, Node ``ros_arguments``, EventHandler
-``handle_once``), so the launch files work on Humble, Jazzy and Kilted.
+Humble are used (DeclareLaunchArgument choices, LifecycleNode with ``respawn`` and
+``respawn_delay``, OnProcessStart, OnProcessExit, OnStateTransition, ChangeState, Node
+``ros_arguments``, ``launch_ros.ros_adapters.get_ros_node``), so the launch files work on Humble,
+Jazzy and Kilted. The autostart is :mod:`.launch_autostart`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ from typing import Any
 import yaml
 
 from ..text import show_path
+from .launch_autostart import autostart_actions
 from .params import SPECS
 from .startup import StartupError, check_params_file
 
@@ -37,6 +40,11 @@ OVERRIDABLE = ('model', 'models', 'backend', 'model_dir', 'engine_cache_dir',
                'max_batch')
 LISTS = ('models', 'image_topics', 'output_namespaces')
 NUMBERS = ('batch_window', 'max_batch')
+#: Node parameters of rclpy's own that a launch argument of the same name sets when given
+#: (``true``/``false``), with the value a node has without it.
+BOOLEANS = {'use_sim_time': False}
+#: Seconds the launch waits before it starts a node that exited again (``respawn:=true``).
+DEFAULT_RESPAWN_DELAY = 2.0
 
 
 @dataclass(frozen=True)
@@ -66,14 +74,31 @@ def package_share_file(relative: str, launch_file: str | os.PathLike) -> str:
     return str(Path(launch_file).resolve().parent.parent / relative)
 
 
-def _from_spec(name: str, fallback: str, extra: str = '') -> dict[str, Any]:
-    """Return an argument's description and choices, from the node parameter it sets."""
+#: How an argument that sets a node parameter relates to the parameters file (each says it).
+PRIORITY = (' Not given: the parameters file\'s value, else this default; given, it beats the '
+            'file.')
+
+
+def _from_spec(name: str, default: Any, extra: str = '') -> dict[str, Any]:
+    """Return an argument's default, description and choices, from the parameter it sets.
+
+    ``default`` is what the node gets when neither the argument nor the parameters file sets
+    the parameter (the launch file's own default, else the parameter's), shown by
+    ``--show-args``.
+    """
     spec = SPECS[name]
-    kwargs: dict[str, Any] = {'default_value': '', 'description': (
-        f"{spec.description}{extra} Empty: the parameters file's value, else {fallback}.")}
+    kwargs: dict[str, Any] = {'default_value': _argument_text(default),
+                              'description': f'{spec.description}{extra}{PRIORITY}'}
     if spec.choices:
         kwargs['choices'] = ['', *(c for c in spec.choices if c)]
     return kwargs
+
+
+def _argument_text(value: Any) -> str:
+    """Write a parameter value as a launch argument (lists ``a,b``)."""
+    if isinstance(value, (list, tuple)):
+        return ','.join(str(v) for v in value)
+    return str(value)
 
 
 def declare_arguments(*, default_model: str, default_params_file: str, task: str,
@@ -83,31 +108,25 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
     from launch.actions import DeclareLaunchArgument
 
     params_help = ('Parameters file (ROS 2 YAML, `/**: ros__parameters:`). The launch arguments '
-                   f"{', '.join(OVERRIDABLE)} override it when given (non-empty).")
+                   f"{', '.join((*OVERRIDABLE, *BOOLEANS))} override it when given "
+                   '(non-empty).')
     if not default_params_file:
         params_help += ' Empty: none (the node\'s defaults).'
+    lists = ' Written `a,b` or `[a, b]`.'
     args = [
         DeclareLaunchArgument('backend', **_from_spec('backend', DEFAULT_BACKEND)),
         DeclareLaunchArgument('model', **_from_spec(
             'model', default_model, f' This launch file runs the {task} task.')),
         DeclareLaunchArgument('models', **_from_spec(
-            'models', ', '.join(default_models) if default_models else 'none (model)',
-            ' Written `a,b` or `[a, b]`.')),
-        DeclareLaunchArgument('image_transport', **_from_spec(
-            'image_transport', SPECS['image_transport'].default)),
-        DeclareLaunchArgument('model_dir', **_from_spec('model_dir', "the node's default")),
-        DeclareLaunchArgument('image_topics', **_from_spec(
-            'image_topics', 'none (image_topic)', ' Written `a,b` or `[a, b]`.')),
-        DeclareLaunchArgument('output_namespaces', **_from_spec(
-            'output_namespaces', "each image topic's namespace", ' Written `a,b`.')),
-        DeclareLaunchArgument('batch_window', **_from_spec(
-            'batch_window', str(SPECS['batch_window'].default))),
-        DeclareLaunchArgument('max_batch', **_from_spec(
-            'max_batch', str(SPECS['max_batch'].default))),
+            'models', default_models or SPECS['models'].default, lists)),
+        *(DeclareLaunchArgument(name, **_from_spec(name, SPECS[name].default, extra))
+          for name, extra in (('image_transport', ''), ('model_dir', ''),
+                              ('image_topics', lists), ('output_namespaces', lists),
+                              ('batch_window', ''), ('max_batch', ''))),
         DeclareLaunchArgument(
             'params_file', default_value=default_params_file, description=params_help),
         DeclareLaunchArgument('engine_cache_dir', **_from_spec(
-            'engine_cache_dir', "the node's default")),
+            'engine_cache_dir', SPECS['engine_cache_dir'].default)),
         DeclareLaunchArgument(
             'image_topic', default_value='image',
             description='Input sensor_msgs/Image topic (the node\'s `image` subscription is '
@@ -132,8 +151,29 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
         DeclareLaunchArgument(
             'log_level', default_value='info', choices=LOG_LEVELS,
             description='Logging level of the node process.'),
+        *_process_arguments(),
     ]
     return args
+
+
+def _process_arguments() -> list:
+    """Return the arguments of simulated time and respawning, as other ROS launch files have."""
+    from launch.actions import DeclareLaunchArgument
+
+    return [
+        DeclareLaunchArgument(
+            'use_sim_time', default_value='false', choices=['', 'true', 'false'],
+            description='Take time from the /clock topic (a simulator, `ros2 bag play '
+                        '--clock`): the node\'s use_sim_time parameter.' + PRIORITY),
+        DeclareLaunchArgument(
+            'respawn', default_value='false', choices=['true', 'false'],
+            description='Start the node again when its process exits (a crash) before the '
+                        'launch ends; with autostart, each new process is configured and '
+                        'activated again.'),
+        DeclareLaunchArgument(
+            'respawn_delay', default_value=str(DEFAULT_RESPAWN_DELAY),
+            description='With respawn: seconds to wait before starting the node again.'),
+    ]
 
 
 def model_list(text: str, name: str = 'models') -> list[str]:
@@ -157,6 +197,25 @@ def _number(name: str, text: str) -> int | float:
         raise RuntimeError(f'{name}:={text!r} is not {what}') from None
 
 
+def _seconds(name: str, text: str) -> float:
+    """Parse a launch argument of seconds (a finite number, 0 or more); RuntimeError."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise RuntimeError(f'{name}:={text!r} is not a number of seconds (0 or more)')
+    return value
+
+
+def _boolean(name: str, text: str) -> bool:
+    """Parse a ``true``/``false`` launch argument; RuntimeError in one line."""
+    value = text.strip().lower()
+    if value not in ('true', 'false'):
+        raise RuntimeError(f"{name}:={text!r} is not true or false")
+    return value == 'true'
+
+
 def node_parameters(default_model: str, params_file: str, arguments: dict[str, str],
                     default_models: list[str] | None = None,
                     node: str = '') -> list[dict[str, Any] | str]:
@@ -164,8 +223,9 @@ def node_parameters(default_model: str, params_file: str, arguments: dict[str, s
 
     Priority, lowest first: the launch file's defaults (``default_model``, ``default_models``
     when the launch file runs several, :data:`DEFAULT_BACKEND`), then ``params_file``, then
-    the non-empty ``arguments`` (launch arguments named as in :data:`OVERRIDABLE`), so a file
-    that sets model or backend is not overridden by a default the user never typed.
+    the non-empty ``arguments`` (launch arguments named as in :data:`OVERRIDABLE` or
+    :data:`BOOLEANS` that were given), so a file that sets model or backend is not overridden
+    by a default the user never typed.
 
     The overrides are given to the node as ``-p`` rules (:func:`override_arguments`) after
     the file, so nothing is written to disk; rcl lets the later value win. A launch default
@@ -194,6 +254,9 @@ def node_parameters(default_model: str, params_file: str, arguments: dict[str, s
     for name in NUMBERS:
         if name in given:
             given[name] = _number(name, given[name])
+    for name in BOOLEANS:
+        if name in given:
+            given[name] = _boolean(name, given[name])
     overrides.update(given)
     if overrides:
         entries.append(overrides)
@@ -232,23 +295,31 @@ def override_arguments(overrides: dict[str, Any]) -> list[str]:
     return rules
 
 
-def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str,
-                        default_models: list[str] | None) -> list:
+def _note_given(context, given: set[str]) -> None:
+    """Record the launch arguments given to this launch file (an OpaqueFunction body).
+
+    It runs before the arguments are declared: the launch configurations that exist then were
+    set by the command line or an including launch file, not by a declared default. The node's
+    parameters need the difference (:func:`node_parameters`); ``--show-args`` shows the
+    defaults.
+    """
+    given.update(context.launch_configurations)
+
+
+def _node_and_lifecycle(context, given_names: set[str], outputs: tuple[Output, ...],
+                        default_model: str, default_models: list[str] | None) -> list:
     """Return the LifecycleNode and its lifecycle event handlers (an OpaqueFunction body)."""
-    from launch.actions import EmitEvent, LogInfo, RegisterEventHandler, Shutdown
-    from launch.event_handlers import OnProcessExit, OnProcessStart
-    from launch.events import matches_action
+    from launch.actions import LogInfo, RegisterEventHandler, Shutdown
+    from launch.event_handlers import OnProcessExit
     from launch.substitutions import LaunchConfiguration
     from launch_ros.actions import LifecycleNode
     from launch_ros.event_handlers import OnStateTransition
-    from launch_ros.events.lifecycle import ChangeState
-    from lifecycle_msgs.msg import Transition
 
     def arg(name: str) -> str:
         return LaunchConfiguration(name).perform(context).strip()
 
-    arguments = {name: arg(name) for name in OVERRIDABLE}
-    given = ', '.join(f"{k} '{arguments[k]}'" for k in ('model', 'backend') if arguments[k])
+    arguments = {name: arg(name) for name in (*OVERRIDABLE, *BOOLEANS) if name in given_names}
+    given = ', '.join(f"{k} '{arguments[k]}'" for k in ('model', 'backend') if arguments.get(k))
 
     name, namespace = arg('node_name'), arg('namespace')
     full_name = '/' + '/'.join(p for p in (namespace.strip('/'), name) if p)
@@ -262,17 +333,15 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str
     remappings = [('image', arg('image_topic'))]
     remappings += [(o.name, arg(f'{o.name}_topic')) for o in outputs]
 
+    respawn = _boolean('respawn', arg('respawn'))
+    delay = _seconds('respawn_delay', arg('respawn_delay'))
     node = LifecycleNode(
         package=PACKAGE, executable=EXECUTABLE, name=name, namespace=namespace,
-        remappings=remappings, output='screen',
+        remappings=remappings, output='screen', respawn=respawn, respawn_delay=delay,
         ros_arguments=['--log-level', arg('log_level'), *parameters])
 
-    def change_state(transition_id: int) -> EmitEvent:
-        return EmitEvent(event=ChangeState(lifecycle_node_matcher=matches_action(node),
-                                           transition_id=transition_id))
-
-    actions = [node, RegisterEventHandler(OnProcessExit(
-        target_action=node, on_exit=functools.partial(_failed_exit, full_name)))]
+    on_exit = functools.partial(_respawning if respawn else _failed_exit, full_name, delay)
+    actions = [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_exit))]
     # A failed configure leaves the node up and unconfigured; say so, and what to do.
     actions.append(RegisterEventHandler(OnStateTransition(
         target_lifecycle_node=node, start_state='configuring', goal_state='unconfigured',
@@ -292,24 +361,21 @@ def _node_and_lifecycle(context, outputs: tuple[Output, ...], default_model: str
             f'{full_name} is finalized (shut down); its process exits and the launch ends '
             'with it.')), Shutdown(reason=f'{full_name} was shut down')])))
     if arg('autostart').lower() == 'true':
-        # Configure once the process is up (launch_ros waits for the change_state service),
-        # then activate on the first successful configure: driven by lifecycle events, no
-        # timers. handle_once: after one activation, a later manual configure (after a
-        # cleanup) is not auto-activated; if the first configure failed, the first manual
-        # configure that succeeds is.
-        actions.append(RegisterEventHandler(OnProcessStart(
-            target_action=node,
-            on_start=[LogInfo(msg=f'autostart: configuring {full_name}'),
-                      change_state(Transition.TRANSITION_CONFIGURE)])))
-        actions.append(RegisterEventHandler(OnStateTransition(
-            target_lifecycle_node=node, start_state='configuring', goal_state='inactive',
-            entities=[LogInfo(msg=f'autostart: {full_name} configured; activating'),
-                      change_state(Transition.TRANSITION_ACTIVATE)],
-            handle_once=True)))
+        actions += autostart_actions(node, full_name)
     return actions
 
 
-def _failed_exit(full_name: str, event, context) -> None:
+def _respawning(full_name: str, delay: float, event, context) -> list:
+    """Say that the node exited and starts again (respawn); nothing while shutting down."""
+    from launch.actions import LogInfo
+
+    if getattr(context, 'is_shutdown', False):
+        return []
+    return [LogInfo(msg=f'{full_name} exited with code {event.returncode}; respawn: starting '
+                        f'it again in {delay:g} s')]
+
+
+def _failed_exit(full_name: str, _delay: float, event, context) -> None:
     """End the launch with an error when the node exits with a non-zero code on its own.
 
     A node that cannot start (a remap rule rcl refuses, say) prints one line and exits with
@@ -328,10 +394,12 @@ def vision_launch_description(*, task: str, default_model: str, default_params_f
     from launch import LaunchDescription
     from launch.actions import OpaqueFunction
 
+    given: set[str] = set()
     return LaunchDescription([
+        OpaqueFunction(function=_note_given, args=[given]),
         *declare_arguments(default_model=default_model,
                            default_params_file=default_params_file, task=task,
                            outputs=outputs, default_models=default_models),
         OpaqueFunction(function=_node_and_lifecycle,
-                       args=[outputs, default_model, default_models]),
+                       args=[given, outputs, default_model, default_models]),
     ])

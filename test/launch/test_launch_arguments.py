@@ -1,0 +1,76 @@
+"""The launch files' arguments as ``ros2 launch vision_nodes <file> --show-args`` prints them.
+
+Through the real ``ros2`` CLI (the ROS 2 launch stack; the package found in an ament prefix, as
+the launch tests find it): every launch file has ``use_sim_time``, ``respawn`` and
+``respawn_delay`` besides its own arguments, and each argument shows the default the node really
+gets (``backend`` 'auto', ``model`` the launch file's model, ``batch_window`` 5.0...) and a
+description. Which arguments count as given (and so beat the parameters file) is recorded
+before the declarations apply their defaults (``_note_given``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from launch_skip import NO_LAUNCH_STACK, ros2, skip_reason
+from vision_nodes.ros.launch_description import DEFAULT_RESPAWN_DELAY, _note_given
+from vision_nodes.ros.params import SPECS
+
+pytest.importorskip('ros2launch', reason=NO_LAUNCH_STACK)
+ROOT = Path(__file__).resolve().parents[2]
+#: Each launch file and the model it runs by default.
+MODELS = {'detect.launch.py': 'yolov8n', 'depth.launch.py': 'depth_anything_v2_small',
+          'detect_depth.launch.py': 'yolov8n', 'multi_camera.launch.py': 'yolov8n'}
+ARGUMENT = re.compile(r"^    '([a-z_]+)':\n((?:        .*\n)+?)        \(default: '(.*)'\)$",
+                      re.MULTILINE)
+
+
+def show_args(launch_file: str) -> dict[str, tuple[str, str]]:
+    """Each argument of ``launch_file``: (description, default), from the real CLI."""
+    reason = skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    run = ros2('launch', 'vision_nodes', launch_file, '--show-args')
+    assert run.returncode == 0, run.stdout + run.stderr
+    arguments = {name: (' '.join(text.split()), default)
+                 for name, text, default in ARGUMENT.findall(run.stdout)}
+    assert len(arguments) == len(re.findall(r"^    '", run.stdout, re.MULTILINE)), run.stdout
+    return arguments
+
+
+def test_the_launch_files_are_all_here():
+    """Every launch file of the package is one of those tested below."""
+    assert {p.name for p in (ROOT / 'launch').glob('*.launch.py')} == set(MODELS)
+
+
+@pytest.mark.parametrize('launch_file', sorted(MODELS))
+def test_show_args_gives_real_defaults_and_descriptions(launch_file):
+    arguments = show_args(launch_file)
+    assert arguments['use_sim_time'][1] == 'false'
+    assert arguments['respawn'][1] == 'false'
+    assert float(arguments['respawn_delay'][1]) == DEFAULT_RESPAWN_DELAY
+    assert arguments['model'][1] == MODELS[launch_file]
+    assert arguments['backend'][1] == 'auto'
+    for name in ('image_transport', 'batch_window', 'max_batch'):
+        assert arguments[name][1] == str(SPECS[name].default), name
+    for name, (description, _) in arguments.items():
+        assert len(description) > 10, (name, description)
+    assert arguments['backend'][0].startswith(SPECS['backend'].description)
+    assert "Not given: the parameters file's value" in arguments['use_sim_time'][0]
+
+
+def test_only_arguments_set_before_the_declarations_count_as_given():
+    """The command line's (and an including file's) values are given; defaults are not."""
+    from launch import LaunchContext
+    from launch.actions import DeclareLaunchArgument
+
+    context = LaunchContext()
+    context.launch_configurations['backend'] = 'auto'  # typed by the user: beats the file
+    given: set[str] = set()
+    _note_given(context, given)
+    DeclareLaunchArgument('model', default_value='yolov8n').visit(context)
+    assert given == {'backend'}
+    assert context.launch_configurations['model'] == 'yolov8n'
