@@ -109,7 +109,7 @@ class ArtifactChain:
         """Return the fp16 conversion of ``model`` (inputs and outputs stay fp32)."""
         from .onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
 
-        entry = ensure_fp16_onnx(manifest.name, onnx_bytes(model), self.cache, self.log)
+        entry = ensure_fp16_onnx(manifest.name, model.read(), self.cache, self.log)
         return OnnxModel(entry.file(FP16_ONNX_FILE), entry.read_verified(FP16_ONNX_FILE),
                          entry.hit)
 
@@ -124,7 +124,7 @@ class ArtifactChain:
         """Return ``model`` taking the u8 NHWC image, its pre-processing embedded (cached)."""
         from .onnx_u8_input import U8_ONNX_FILE, ensure_u8_onnx
 
-        entry = ensure_u8_onnx(manifest.name, onnx_bytes(model), manifest.preprocessing,
+        entry = ensure_u8_onnx(manifest.name, model.read(), manifest.preprocessing,
                                self.cache, self.log)
         hit = entry.hit if model.hit is None else model.hit and entry.hit
         return OnnxModel(entry.file(U8_ONNX_FILE), entry.read_verified(U8_ONNX_FILE), hit)
@@ -334,21 +334,9 @@ class ArtifactChain:
         return folder
 
 
-def onnx_bytes(model: OnnxModel) -> bytes:
-    """Return the model's bytes: the verified entry's, or the user's file read (bounded)."""
-    if model.data is not None:
-        return model.data
-    from ..loaders import read_weights
-
-    try:
-        return read_weights(model.path)
-    except OSError as exc:
-        raise CacheError(clip(exc, 600)) from exc
-
-
 def _ir_sha256(xml: bytes, weights: bytes) -> str:
     return hashlib.sha256(hashlib.sha256(xml).digest()
                           + hashlib.sha256(weights).digest()).hexdigest()
 
 
-__all__ = ['ArtifactChain', 'OPENVINO_COMPILED_DIR', 'onnx_bytes']
+__all__ = ['ArtifactChain', 'OPENVINO_COMPILED_DIR']

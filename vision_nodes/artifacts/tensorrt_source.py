@@ -17,11 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .chain import onnx_bytes
 from .types import embedded_preprocessing
 
 if TYPE_CHECKING:  # pragma: no cover - types only
-    from .chain import ArtifactChain
     from ..manifest import ModelManifest
 
 
@@ -46,18 +44,20 @@ class EngineSource:
         return self.embedded is not None
 
 
-def engine_source(chain: 'ArtifactChain', manifest: 'ModelManifest', weights: Path, *,
+def engine_source(chain: Any, manifest: 'ModelManifest', weights: Path, *,
                   fp16_graph: bool, u8_input: bool, tensorrt_version: str) -> EngineSource:
-    """Return the graph an engine is built from (its parents built through the cache).
+    """Return the graph an engine is built from (its parents built by ``chain``, the cache's).
 
-    ``fp16_graph``: parse the fp16 conversion (TensorRT 11's fp16). ``u8_input``: the task
-    hands the u8 image, so take it where the model can. Raises EngineBuildError for an fp16
-    conversion of a model with external weights, which the conversion does not follow.
+    ``chain`` is the :class:`~.chain.ArtifactChain` asking (not imported here: the chain
+    imports this module). ``fp16_graph``: parse the fp16 conversion (TensorRT 11's fp16).
+    ``u8_input``: the task hands the u8 image, so take it where the model can. Raises
+    EngineBuildError for an fp16 conversion of a model with external weights, which the
+    conversion does not follow.
     """
     from . import tensorrt_build as tb
 
     model = chain.onnx(manifest, weights)
-    source = onnx_bytes(model)
+    source = model.read()
     external = tb.external_data_sha256(source, model.path.parent)
     graph, data = model, source
     if fp16_graph:
@@ -68,10 +68,10 @@ def engine_source(chain: 'ArtifactChain', manifest: 'ModelManifest', weights: Pa
                 "not follow: save it with its weights inside (under 2 GB), or use precision "
                 "'fp32'")
         graph = chain.fp16_onnx(manifest, model)
-        data = onnx_bytes(graph)
+        data = graph.read()
     embedded = None
     if u8_input and chain.takes_u8_image(manifest, model):
         graph = chain.onnx_u8_input(manifest, graph)
-        data = onnx_bytes(graph)
+        data = graph.read()
         embedded = embedded_preprocessing(manifest.preprocessing)
     return EngineSource(data, graph.path, source, external, embedded)

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..limits import MAX_TENSORRT_WORKSPACE_BYTES
+from ..text import clip
+from .cache import CacheError
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from ..manifest import ModelManifest, Preprocessing
@@ -94,6 +96,17 @@ class OnnxModel:
     path: Path
     data: bytes | None
     hit: bool | None
+
+    def read(self) -> bytes:
+        """Return the model's bytes: the verified entry's, or the user's file read (bounded)."""
+        if self.data is not None:
+            return self.data
+        from ..loaders import read_weights
+
+        try:
+            return read_weights(self.path)
+        except OSError as exc:
+            raise CacheError(clip(exc, 600)) from exc
 
 
 @dataclass(frozen=True)
