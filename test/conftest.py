@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Test files live in test/unit/<room>/, test/ros/ and test/launch/; the helpers they share
 # (node_harness, fake_tensorrt, ...) stay here, importable from every folder.
 sys.path.insert(0, str(ROOT / 'test'))
+from launch_skip import NO_LAUNCH_STACK, launch_stack_missing  # noqa: E402
 
 # Each test session gets its own DDS domain and stays on this machine, so parallel sessions
 # (or other ROS processes) never see each other's topics. Under pytest-xdist each worker
@@ -48,6 +49,22 @@ def _venv_on_ament_prefix_path() -> None:
 
 
 _venv_on_ament_prefix_path()
+
+
+if launch_stack_missing():
+    class _NeedsTheLaunchStack(pytest.Module):
+        """A launch_testing file that is not imported: it skips, saying why."""
+
+        def _getobj(self):
+            pytest.skip(NO_LAUNCH_STACK, allow_module_level=True)
+
+    def pytest_pycollect_makemodule(module_path, parent):
+        """Make each launch_testing file of test/launch skip with one reason, naming where
+        the stack comes from (each file's own guard is for the launch_test runner)."""
+        if module_path.parent.name == 'launch' and \
+                'launch_testing' in module_path.read_text(errors='replace'):
+            return _NeedsTheLaunchStack.from_parent(parent, path=module_path)
+        return None
 
 
 def _model_dir() -> Path | None:

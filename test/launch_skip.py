@@ -21,6 +21,15 @@ NO_LAUNCH_STACK = (
     'beside the checkout (as in CI), or source a ROS 2 install that has it')
 
 
+def launch_stack_missing() -> bool:
+    """Whether launch_testing cannot be imported (the launch stack is not installed)."""
+    try:
+        import launch_testing  # noqa: F401
+    except ImportError:
+        return True
+    return False
+
+
 def skip_reason() -> str | None:
     """Return why not: the package must be in an ament prefix, the yolov8n weights findable."""
     from ament_index_python.packages import PackageNotFoundError, get_package_prefix
