@@ -137,10 +137,10 @@ def main() -> int:
                 return 1
             c.close()
         topics = {
-            'depth node': [('/d/depth', Image)],
+            'depth node': [('/d/depth/image', Image)],
             'one node': [('/b/yolov8n/detections', Detection2DArray),
-                         ('/b/depth_model/depth', Image)],
-            'two nodes': [('/t/detections', Detection2DArray), ('/t/depth', Image)],
+                         ('/b/depth_model/depth/image', Image)],
+            'two nodes': [('/t/detections', Detection2DArray), ('/t/depth/image', Image)],
         }
         images = {'depth node': client.publisher(Image, '/d/image', 10),
                   'one node': client.publisher(Image, '/b/image', 10),

@@ -6,11 +6,12 @@
 
 Subscribes to ``image_topic`` (sensor_msgs/Image, or CompressedImage with
 ``image_transport:=compressed``). A metric model (e.g. ``model:=yolo26n_depth`` or
-``depth_anything_v2_metric_indoor_small``) publishes ``depth`` (32FC1, metres, NaN where
+``depth_anything_v2_metric_indoor_small``) publishes ``depth/image`` (32FC1, metres, NaN where
 invalid); a relative one (the default, ``depth_anything_v2_small``) publishes
-``depth/relative`` (32FC1, unitless) and never ``depth``. Both publish ``depth/colored`` (rgb8)
-while someone subscribes, and with ``publish_camera_info: true`` (parameters file)
-``depth/camera_info`` for depth_image_proc. The weights are the user's own (see the manifests
+``depth/relative`` (32FC1, unitless) and never ``depth/image``. Both publish ``depth/colored``
+(rgb8) while someone subscribes, and with ``publish_camera_info: true`` (parameters file)
+``depth/camera_info`` beside the image, for depth_image_proc. ``depth_namespace:=/cam/depth``
+moves them all. The weights are the user's own (see the manifests
 in config/models): nothing is downloaded. Parameters: the launch defaults (model
 depth_anything_v2_small, backend auto), then ``params_file`` (default: none), then the
 model/models/backend/model_dir/engine_cache_dir/image_transport launch arguments that are
@@ -26,5 +27,7 @@ def generate_launch_description():
         task='depth',
         default_model='depth_anything_v2_small',
         default_params_file='',
-        outputs=(Output('depth', 'Metric depth image topic (32FC1, metres)'),),
+        outputs=(Output('depth', 'Namespace of the depth outputs (metric image in 32FC1 '
+                        'metres, or relative; coloured; camera_info)',
+                        children=('image', 'relative', 'colored', 'camera_info')),),
     )

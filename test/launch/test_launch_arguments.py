@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from launch_skip import NO_LAUNCH_STACK, ros2, skip_reason
-from vision_nodes.ros.launch_description import DEFAULT_RESPAWN_DELAY, _note_given
+from vision_nodes.ros.launch_description import DEFAULT_RESPAWN_DELAY, Output, _note_given
 from vision_nodes.ros.params import SPECS
 
 pytest.importorskip('ros2launch', reason=NO_LAUNCH_STACK)
@@ -74,3 +74,23 @@ def test_only_arguments_set_before_the_declarations_count_as_given():
     DeclareLaunchArgument('model', default_value='yolov8n').visit(context)
     assert given == {'backend'}
     assert context.launch_configurations['model'] == 'yolov8n'
+
+
+def test_the_depth_outputs_move_as_one_namespace():
+    """depth.launch.py's depth_namespace keeps the image and its camera_info siblings."""
+    assert 'depth_namespace' in show_args('depth.launch.py')
+    assert 'depth_topic' not in show_args('depth.launch.py')
+    depth = Output('depth', 'depth outputs', children=('image', 'camera_info'))
+    assert depth.remappings('/cam/depth/') == [('depth/image', '/cam/depth/image'),
+                                                ('depth/camera_info', '/cam/depth/camera_info')]
+
+
+def test_the_old_depth_topic_argument_is_refused_in_one_line():
+    """depth_topic:= (before: the metric image alone) is refused, naming what replaces it."""
+    if skip_reason() is not None:
+        pytest.skip(skip_reason())
+    run = ros2('launch', 'vision_nodes', 'depth.launch.py', 'depth_topic:=/cam/depth')
+    assert run.returncode != 0
+    lines = [line for line in (run.stdout + run.stderr).splitlines() if 'depth_topic' in line]
+    assert len(lines) == 1 and "depth_topic:='/cam/depth' is no longer an argument" in lines[0]
+    assert 'give depth_namespace:=<namespace>' in lines[0]

@@ -3,8 +3,8 @@ node, started, configured and activated by the real launch file.
 
 The launch runs ``models:=[yolov8n, <a tiny Depth Anything, metric, random weights>]`` with
 backend:=onnx and autostart. The tests check that one frame gives both ``yolov8n/detections``
-(a bus and people in bus.jpg) and ``da_launch/depth`` (32FC1 metres, the image's header and
-size), that each model's parameters live under its name, and that the node exits cleanly
+(a bus and people in bus.jpg) and ``da_launch/depth/image`` (32FC1 metres, the image's header
+and size), that each model's parameters live under its name, and that the node exits cleanly
 when the launch shuts down.
 
 How to run: see ``test_launch_detect.py``. Needs transformers (the depth model) and the
@@ -88,7 +88,7 @@ class TestDetectDepthLaunch(unittest.TestCase):
         cls.image = numpy_to_image(bgr, 'bgr8')
         cls.images = cls.client.publisher(Image, 'image', 10)
         cls.detections = cls.client.subscribe(Detection2DArray, 'yolov8n/detections', 10)
-        cls.depth = cls.client.subscribe(Image, 'da_launch/depth', 10)
+        cls.depth = cls.client.subscribe(Image, 'da_launch/depth/image', 10)
 
     @classmethod
     def tearDownClass(cls):

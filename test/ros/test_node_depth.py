@@ -3,8 +3,8 @@
 Random-weights models of the real architectures (``depth_weights.py``): a tiny Depth Anything
 (relative and metric) and YOLO26n-depth. Checked: the header is the input's, the size is the
 input's, ``32FC1``, metric values positive (or NaN/+Inf), relative models never on
-``depth``, the coloured image only when asked for, camera_info republished with the depth's
-stamp, and a detection + depth node.
+``depth/image``, the coloured image only when asked for, camera_info republished with the
+depth's stamp beside it (``depth/camera_info``), and a detection + depth node.
 """
 
 from __future__ import annotations
@@ -62,15 +62,15 @@ def _depth_array(msg: Image) -> np.ndarray:
 
 def test_metric_depth_on_depth_with_colour_and_camera_info(
         depth_manifests, engine_cache_dir, bus_msg):
-    """A metric model: `depth` at the input's size and header, metres > 0 (else NaN/+Inf);
-    nothing on `depth/relative`; `depth/colored` rgb8; camera_info republished with the
-    depth's stamp."""
+    """A metric model: `depth/image` at the input's size and header, metres > 0 (else
+    NaN/+Inf); nothing on `depth/relative`; `depth/colored` rgb8; camera_info republished with
+    the depth's stamp on its sibling `depth/camera_info`; nothing left on the old `depth`."""
     h = Harness(_params(engine_cache_dir, model=depth_manifests['metric'],
                         publish_camera_info=True), 'vn_depth_metric')
     try:
         c = h.client
         assert c.change_state('configure', timeout=600) and c.change_state('activate')
-        depth = c.subscribe(Image, '/depth', 5)
+        depth = c.subscribe(Image, '/depth/image', 5)
         relative = c.subscribe(Image, '/depth/relative', 5)
         colored = c.subscribe(Image, '/depth/colored', 5)
         infos = c.subscribe(CameraInfo, '/depth/camera_info', 5)
@@ -110,6 +110,7 @@ def test_metric_depth_on_depth_with_colour_and_camera_info(
             republished = infos.get(3.0, lambda m: m.header == bus_msg.header)
         assert republished is not None and list(republished.k) == list(info.k)
         assert relative.get(1.0) is None
+        assert c.node.count_publishers('/depth') == 0  # before: the image, a parent of its info
     finally:
         h.close()
 
@@ -121,7 +122,7 @@ def test_relative_depth_never_on_depth(depth_manifests, engine_cache_dir, bus_ms
     try:
         c = h.client
         assert c.change_state('configure', timeout=600) and c.change_state('activate')
-        metric = c.subscribe(Image, '/depth', 5)
+        metric = c.subscribe(Image, '/depth/image', 5)
         relative = c.subscribe(Image, '/depth/relative', 5)
         images = c.publisher(Image, '/image', 10)
         bus_msg.header.frame_id = 'relative_frame'
@@ -130,7 +131,7 @@ def test_relative_depth_never_on_depth(depth_manifests, engine_cache_dir, bus_ms
         values = _depth_array(got)
         assert values.shape == (bus_msg.height, bus_msg.width) and np.isfinite(values).any()
         assert metric.get(1.0) is None
-        assert c.node.count_publishers('/depth') == 0
+        assert c.node.count_publishers('/depth/image') == 0
         assert c.node.count_publishers('/depth/relative') == 1
     finally:
         h.close()
@@ -146,7 +147,7 @@ def test_detection_and_depth_in_one_node(depth_manifests, model_dir, engine_cach
         c = h.client
         assert c.change_state('configure', timeout=600) and c.change_state('activate')
         dets = c.subscribe(Detection2DArray, '/yolov8n/detections', 5)
-        depth = c.subscribe(Image, '/da_metric/depth', 5)
+        depth = c.subscribe(Image, '/da_metric/depth/image', 5)
         images = c.publisher(Image, '/image', 10)
         bus_msg.header.frame_id = 'both'
         got = publish_until_answered(images, bus_msg, dets, 30.0)
@@ -193,7 +194,7 @@ def test_two_cameras_each_republish_their_own_camera_info(
         assert c.change_state('configure', timeout=600) and c.change_state('activate')
         got = {}
         for n, fx in (('front', 400.0), ('rear', 700.0)):
-            depth = c.subscribe(Image, f'/{n}/depth', 5)
+            depth = c.subscribe(Image, f'/{n}/depth/image', 5)
             infos = c.subscribe(CameraInfo, f'/{n}/depth/camera_info', 5)
             info_pub = c.publisher(CameraInfo, f'/{n}/camera_info', 10)
             images = c.publisher(Image, f'/{n}/image_raw', 10)

@@ -49,10 +49,28 @@ DEFAULT_RESPAWN_DELAY = 2.0
 
 @dataclass(frozen=True)
 class Output:
-    """A topic the node publishes, remapped by a launch argument ``<name>_topic``."""
+    """A topic the node publishes, remapped by a launch argument ``<name>_topic``.
+
+    With ``children`` it is a namespace of topics (``depth``: ``depth/image``,
+    ``depth/camera_info``...), moved as one by ``<name>_namespace`` so that siblings stay
+    siblings (an image and its camera_info).
+    """
 
     name: str
     description: str
+    children: tuple[str, ...] = ()
+
+    @property
+    def argument(self) -> str:
+        """The launch argument that remaps it."""
+        return f'{self.name}_namespace' if self.children else f'{self.name}_topic'
+
+    def remappings(self, value: str) -> list[tuple[str, str]]:
+        """The node's remapping rules for the argument's ``value``."""
+        if not self.children:
+            return [(self.name, value)]
+        return [(f'{self.name}/{child}', f'{value.rstrip("/")}/{child}')
+                for child in self.children]
 
 
 def package_share_file(relative: str, launch_file: str | os.PathLike) -> str:
@@ -133,10 +151,12 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
                         'remapped to it; relative names resolve in `namespace`).'),
     ]
     for output in outputs:
+        moved = (f"its {', '.join(f'`{output.name}/{c}`' for c in output.children)} topics move "
+                 'there together') if output.children else \
+            f'the node\'s `{output.name}` topic is remapped to it'
         args.append(DeclareLaunchArgument(
-            f'{output.name}_topic', default_value=output.name,
-            description=f'{output.description}; the node\'s `{output.name}` topic is remapped '
-                        'to it.'))
+            output.argument, default_value=output.name,
+            description=f'{output.description}; {moved}.'))
     args += [
         DeclareLaunchArgument(
             'namespace', default_value='',
@@ -331,7 +351,13 @@ def _node_and_lifecycle(context, given_names: set[str], outputs: tuple[Output, .
         parameters += override_arguments(entry) if isinstance(entry, dict) else \
             ['--params-file', entry]
     remappings = [('image', arg('image_topic'))]
-    remappings += [(o.name, arg(f'{o.name}_topic')) for o in outputs]
+    for output in outputs:
+        if output.children and f'{output.name}_topic' in given_names:
+            raise RuntimeError(
+                f"{output.name}_topic:='{arg(output.name + '_topic')}' is no longer an argument: "
+                f"the {output.name} topics are siblings under {output.argument} "
+                f"({output.name}/{output.children[0]}, ...): give {output.argument}:=<namespace>")
+        remappings += output.remappings(arg(output.argument))
 
     respawn = _boolean('respawn', arg('respawn'))
     delay = _seconds('respawn_delay', arg('respawn_delay'))

@@ -1,11 +1,15 @@
-"""What a depth model publishes (REP 118): ``depth`` or ``depth/relative``, and extras.
+"""What a depth model publishes (REP 118): ``depth/image`` or ``depth/relative``, and extras.
 
-* metric models: ``depth`` (``32FC1``, metres along the optical axis, NaN where invalid);
+Every topic is in one namespace, ``depth/``, so the depth image and its ``camera_info`` are
+siblings, where image_transport and ``depth_image_proc`` look for them:
+
+* metric models: ``depth/image`` (``32FC1``, metres along the optical axis, NaN where
+  invalid);
 * relative models: ``depth/relative`` (``32FC1``, unitless: the model's convention), never
-  ``depth``, so nothing mistakes them for metres;
+  ``depth/image``, so nothing mistakes them for metres;
 * ``depth/colored`` (``rgb8``, for people): computed only while someone subscribes;
 * with ``publish_camera_info`` (a ROS output switch these outputs declare, :data:`PARAMS`):
-  the latest ``camera_info`` (a sibling of the image topic) republished on
+  the latest ``camera_info`` (a sibling of the input image topic) republished on
   ``depth/camera_info`` with each depth image's header, so ``depth_image_proc`` can pair
   them into a point cloud.
 
@@ -25,6 +29,9 @@ from ...tasks.depth import DepthParams, DepthResult
 from ..qos import CAMERA_INFO_IN
 from .depth_messages import camera_info_for, colored_to_cdr, depth_to_cdr
 
+#: The namespace of every depth output, and the names in it (image and camera_info siblings).
+NAMESPACE = 'depth'
+METRIC, RELATIVE, COLORED, CAMERA_INFO = 'image', 'relative', 'colored', 'camera_info'
 #: Depth images are frame-sized: keep only the newest one queued.
 IMAGES = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                     reliability=ReliabilityPolicy.RELIABLE)
@@ -50,11 +57,12 @@ class DepthOutputs:
         self._report_error = report_error
         self._task = model.task
         self._namespace = namespace
-        topic = 'depth' if model.task.metric else 'depth/relative'
+        image = METRIC if model.task.metric else RELATIVE
+        here = f'{namespace}{NAMESPACE}/'
         self._depth, self._colored, self._info_out = node.endpoints.publishers([
-            (Image, f'{namespace}{topic}', IMAGES),
-            (Image, f'{namespace}depth/colored', IMAGES),
-            (CameraInfo, f'{namespace}depth/camera_info', IMAGES)])
+            (Image, here + image, IMAGES),
+            (Image, here + COLORED, IMAGES),
+            (CameraInfo, here + CAMERA_INFO, IMAGES)])
         self._info_in = None
         #: The camera_info topic republished: the node's ``camera_info``, or in a multi-camera
         #: node the camera's own (the sibling of its image topic, set by ``CameraOutputs``).
