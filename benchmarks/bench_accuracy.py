@@ -254,7 +254,7 @@ def configure_once(model: str, backend: str, precision: str, cache: str, check: 
     import openvino  # noqa: F401 - imported before the clock starts, as said in the doc
 
     from vision_nodes.loaders.ultralytics import import_ultralytics
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipelines
 
     import_ultralytics()
@@ -485,7 +485,8 @@ def _calibration(given: Path | None, images: list[Path]) -> tuple[str, str]:
 
 def _manifest(name: str, max_drop: float | None) -> Any:
     """Return the model's manifest, its accuracy budget replaced by ``--max-drop``."""
-    from vision_nodes.manifest import AccuracyBudget, resolve_manifest
+    from vision_nodes.manifest import AccuracyBudget
+    from vision_nodes.tasks import resolve_manifest
 
     manifest = resolve_manifest(name)
     if max_drop is None:

@@ -53,7 +53,7 @@ THRESHOLDS = (0.25, 0.01, 0.001)
 
 def raw_outputs(model: str, images: list[Path]) -> list[tuple[str, list[np.ndarray], Any]]:
     """Run ``model`` once per image on ONNX Runtime: (image name, raw outputs, its meta)."""
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
 
     loaded = build_pipeline(resolve_manifest(model), 'onnx', precision='fp32')

@@ -92,7 +92,7 @@ def main() -> int:
     from sensor_msgs.msg import Image
     from vision_msgs.msg import Detection2DArray
 
-    from vision_nodes.manifest import load_manifest, resolve_manifest
+    from vision_nodes.tasks import load_manifest, resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.platform.allocator import keep_freed_buffers
     from vision_nodes.ros.image_input import numpy_to_image

@@ -213,7 +213,7 @@ def _bench_manifests(model: str, calibration_dir: Path, folder: Path) -> tuple[P
     The node processes load these files, exactly what the in-process pipelines load
     (same cache keys: the entries built here are hits for the nodes).
     """
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
 
     manifest = resolve_manifest(model)
     data = yaml.safe_load(manifest.source.read_text())
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     from vision_nodes.tools.client import NodeProcess, VisionNodeClient, wait_for
     from vision_nodes.tools.demo import bundled_images
     from vision_nodes.ros.image_input import numpy_to_image
-    from vision_nodes.manifest import load_manifest
+    from vision_nodes.tasks import load_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tasks.detect import DetectionParams
 

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     import openvino as ov
     from bench_report import machine_facts
 
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.platform import openvino as facts
 

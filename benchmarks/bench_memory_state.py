@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from bench_report import machine_facts
 
-    from vision_nodes.manifest import load_manifest, use_default_model_dir
+    from vision_nodes.manifest import use_default_model_dir
+    from vision_nodes.tasks import load_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tools.demo import bundled_images
 

@@ -222,7 +222,7 @@ def mixed_sizes(args: Any, images: dict[str, np.ndarray]) -> dict[str, float]:
     """Two cameras of different sizes: two rect runs of one vs one square batch of two (ms)."""
     from dataclasses import replace
 
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tasks.detect import DetectionParams
 
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     bench_environment(args.dds_profile)
 
     from vision_nodes.pipeline import build_pipeline
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.ros.image_input import numpy_to_image
     from vision_nodes.tools.client import VisionNodeClient
     from vision_nodes.tools.demo import bundled_images

@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import openvino as ov
 
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.platform.cpu import cpu_info
 

@@ -44,7 +44,7 @@ def yolo_sequence(frames: int, model_dir: str) -> tuple[list[Detections], np.nda
     """YOLOv8n's detections (ONNX Runtime) on the moving window; the first window image."""
     import cv2
 
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tools.demo import bundled_images
 

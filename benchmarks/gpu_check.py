@@ -544,7 +544,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     global MIN_SCORE
     args = parse_args(argv)
     MIN_SCORE = args.min_score
-    from vision_nodes.manifest import resolve_manifest, use_default_model_dir
+    from vision_nodes.manifest import use_default_model_dir
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.platform import cuda
     from vision_nodes.platform.devices import DeviceError, require_device
     from vision_nodes.tasks.detect import DetectionParams

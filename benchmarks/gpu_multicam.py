@@ -63,7 +63,8 @@ def _detections(found: Any) -> dict[str, list]:
 
 def worker(job: dict[str, Any], ready: Any, start: Any, results: Any) -> None:
     """Load the model, warm up, wait for ``start``, run for the job's seconds, report."""
-    from vision_nodes.manifest import resolve_manifest, use_default_model_dir
+    from vision_nodes.manifest import use_default_model_dir
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tasks.detect import DetectionParams
 
@@ -195,7 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     no_gpu = cuda.gpu_unavailable_reason(index) if args.backend == 'cuda' else None
     if args.backend != 'cuda' and not no_gpu:
         from bench_configs import cannot_run
-        from vision_nodes.manifest import resolve_manifest, use_default_model_dir
+        from vision_nodes.manifest import use_default_model_dir
+        from vision_nodes.tasks import resolve_manifest
 
         use_default_model_dir()
         no_gpu = cannot_run(resolve_manifest(args.model), args.backend, args.precision)

@@ -54,7 +54,7 @@ def _expire(signum: int, frame: Any) -> None:
 
 def _load_model(case: dict[str, Any]) -> str:
     from vision_nodes.loaders import load_torch_module
-    from vision_nodes.manifest import parse_manifest
+    from vision_nodes.tasks import parse_manifest
 
     load_torch_module(parse_manifest(case['manifest']), Path(case['weights']))
     return 'loaded'
@@ -70,7 +70,7 @@ def _imports(case: dict[str, Any]) -> str:
 
 
 def _pipeline(case: dict[str, Any]) -> str:
-    from vision_nodes.manifest import parse_manifest
+    from vision_nodes.tasks import parse_manifest
     from vision_nodes.pipeline import build_pipeline
 
     build_pipeline(parse_manifest(case['manifest']), case['backend'],

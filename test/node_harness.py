@@ -20,7 +20,7 @@ import rclpy
 import yaml
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
-from vision_nodes.manifest import resolve_manifest
+from vision_nodes.tasks import resolve_manifest
 from vision_nodes.tools.client import NodeProcess, VisionNodeClient, publish_until_answered
 
 LATCHED = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,

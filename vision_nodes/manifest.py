@@ -2,10 +2,12 @@
 
 A manifest names the model, its task, where its weights are, its input size and preprocessing,
 its labels, the backends it supports and its default thresholds (detection). A task's own
-block (``depth:`` for depth models) is parsed by its task file (:mod:`vision_nodes.tasks`);
-backend, precision and architecture names come from the backend table
-(:mod:`vision_nodes.backends`). Every problem found while loading raises
-:class:`ManifestError` naming the file and the field, in one bounded line.
+blocks (``depth:`` for depth models) are left to :mod:`vision_nodes.tasks.registry`, which
+loads manifests (``load_manifest``, ``resolve_manifest``): it hands this module the task
+names and their blocks, and has each task file parse its own. Backend, precision and
+architecture names come from the backend table (:mod:`vision_nodes.backends`). Every problem
+found while loading raises :class:`ManifestError` naming the file and the field, in one
+bounded line.
 
 Manifests are untrusted input: the file is size-checked before it is read, its YAML parsed
 by :mod:`.yaml_safety` (no anchors or aliases, nesting and node count bounded), every
@@ -21,7 +23,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -30,7 +32,6 @@ from .files import read_regular
 from .limits import (MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL_CHARS,
                      MAX_LABELS, MAX_MANIFEST_BYTES, MAX_NAME_CHARS, MAX_PATH_CHARS,
                      MAX_PREPROCESSING_MAGNITUDE)
-from .tasks.registry import KNOWN_TASKS, TASK_MAP, task_class
 from .text import clip, show
 # SAFE_LOADER: ros/startup.py reads it here until it imports .yaml_safety.
 from .yaml_safety import SAFE_LOADER, safe_yaml, yaml_problem  # noqa: F401
@@ -126,7 +127,8 @@ class ModelManifest:
     validation_dir: str = ''
     accuracy: AccuracyBudget = field(default_factory=AccuracyBudget)
     source: Path | None = None
-    #: The task's own blocks, parsed by the task file: (block name, value) pairs.
+    #: The task's own blocks, parsed by the task file (:mod:`vision_nodes.tasks.registry`):
+    #: (block name, value) pairs.
     task_blocks: tuple[tuple[str, Any], ...] = ()
     #: Input sides are multiples of this (32 for YOLO, the patch size 14 for Depth Anything).
     stride: int = 32
@@ -138,11 +140,6 @@ class ModelManifest:
     def block(self, name: str) -> Any:
         """Return the task's parsed block ``name`` (e.g. 'depth'); None when there is none."""
         return dict(self.task_blocks).get(name)
-
-    @property
-    def depth(self) -> Any:
-        """Depth models: what the output means (``tasks.depth.DepthSpec``); else None."""
-        return self.block('depth')
 
     def resolve_path(self, value: str, model_dir: str | os.PathLike | None = None) -> Path:
         """Resolve a path of this manifest (weights, calibration images).
@@ -162,13 +159,10 @@ class ModelManifest:
         return self.resolve_path(self.weights, model_dir)
 
 
-#: Top-level keys: the generic ones, then every task's own blocks (each task file parses its
-#: own, :data:`~vision_nodes.tasks.registry.TASK_MAP` names them).
+#: Top-level keys every manifest may have; the tasks' own blocks come with the task names.
 _GENERIC_KEYS = ('name', 'task', 'weights', 'architecture', 'input_size', 'backends',
                  'preprocessing', 'labels', 'thresholds', 'rect', 'stride', 'precisions',
                  'calibration_dir', 'validation_dir', 'accuracy')
-_TOP_KEYS = _GENERIC_KEYS + tuple(dict.fromkeys(
-    block for entry in TASK_MAP.values() if entry for block in entry.blocks))
 _REQUIRED = ('name', 'task', 'weights', 'input_size', 'backends')
 #: A model name: a ROS 2 name token (it becomes a namespace and part of cache folder names).
 _NAME = re.compile(r'[A-Za-z_][A-Za-z0-9_]*')
@@ -322,21 +316,14 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
     return Thresholds(**kwargs)
 
 
-def _parse_task_blocks(source: str, task: str, data: dict) -> tuple[tuple[str, Any], ...]:
-    """Refuse other tasks' blocks; have the task's own file parse its blocks.
-
-    The task's file sees every manifest of its task, also one without blocks of its own: it
-    may refuse generic fields its task cannot honour (classify: a letterboxed input).
-    """
-    own = TASK_MAP[task].blocks if TASK_MAP.get(task) else ()
+def _check_task_blocks(source: str, task: str, data: dict,
+                       blocks: Mapping[str, tuple[str, ...]]) -> None:
+    """Refuse a block of another task (``blocks``: each task's own top-level blocks)."""
     for key in data:
-        if key in _TOP_KEYS and key not in _GENERIC_KEYS and key not in own:
-            owners = [name for name, entry in TASK_MAP.items() if entry and key in entry.blocks]
+        if key not in _GENERIC_KEYS and key not in blocks[task]:
+            owners = [name for name, own in blocks.items() if key in own]
             raise _fail(source, key, f"only {' or '.join(owners)} models have this block "
                         f"(task is '{task}')")
-    if TASK_MAP.get(task) is None:
-        return ()
-    return tuple(task_class(task).parse_manifest_blocks(source, data).items())
 
 
 def _parse_name(source: str, value: Any) -> str:
@@ -390,21 +377,26 @@ def _parse_labels(source: str, value: Any) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = None
-                   ) -> ModelManifest:
-    """Validate a manifest already parsed from YAML and build a :class:`ModelManifest`."""
+def parse_generic(data: Any, source: str, path: Path | None,
+                  blocks: Mapping[str, tuple[str, ...]]) -> ModelManifest:
+    """Validate a manifest already parsed from YAML; its task's blocks are left out.
+
+    ``blocks`` names each task and the top-level blocks its manifests may have (the task
+    registry's); :func:`vision_nodes.tasks.registry.parse_manifest` parses them.
+    """
     if not isinstance(data, dict):
         raise ManifestError(f'{clip(source)}: expected a mapping at the top level, '
                             f'got {type(data).__name__}')
-    _check_keys(source, '', data, _TOP_KEYS)
+    _check_keys(source, '', data, _GENERIC_KEYS + tuple(dict.fromkeys(
+        block for own in blocks.values() for block in own)))
     for key in _REQUIRED:
         if key not in data or data[key] is None:
             raise _fail(source, key, 'missing (required)')
 
     name = _parse_name(source, data['name'])
     task = data['task']
-    if not isinstance(task, str) or task not in KNOWN_TASKS:
-        raise _fail(source, 'task', f"{show(task)} is not one of {', '.join(KNOWN_TASKS)}")
+    if not isinstance(task, str) or task not in blocks:
+        raise _fail(source, 'task', f"{show(task)} is not one of {', '.join(blocks)}")
     weights = _expect(source, 'weights', data['weights'], str, 'a path string')
     if not weights.strip():
         raise _fail(source, 'weights', 'must not be empty')
@@ -456,7 +448,7 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         precisions = tuple(dict.fromkeys(precisions))
     calibration_dir = _path_field(source, 'calibration_dir', data)
 
-    return ModelManifest(
+    manifest = ModelManifest(
         name=name, task=task, weights=weights, architecture=architecture,
         input_size=size, backends=tuple(dict.fromkeys(backends)),
         preprocessing=_parse_preprocessing(source, data.get('preprocessing')),
@@ -465,19 +457,14 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
         rect=_expect(source, 'rect', data.get('rect', True), bool, 'true or false'),
         precisions=precisions, calibration_dir=calibration_dir,
         validation_dir=_path_field(source, 'validation_dir', data),
-        accuracy=_parse_accuracy(source, data.get('accuracy')), source=path,
-        task_blocks=_parse_task_blocks(source, task, data), stride=stride)
+        accuracy=_parse_accuracy(source, data.get('accuracy')), source=path, stride=stride)
+    _check_task_blocks(source, task, data, blocks)
+    return manifest
 
 
-def _read_manifest_bytes(path: Path) -> bytes:
-    """Read a manifest file: a regular file of bounded size (see :mod:`.files`)."""
-    return read_regular(path, MAX_MANIFEST_BYTES, 'manifest', ManifestError)
-
-
-def load_manifest(path: str | os.PathLike) -> ModelManifest:
-    """Read and validate one manifest file."""
-    path = Path(path)
-    raw = _read_manifest_bytes(path)
+def read_manifest(path: Path) -> Any:
+    """Return a manifest file's YAML: a regular file of bounded size, UTF-8, safe YAML."""
+    raw = read_regular(path, MAX_MANIFEST_BYTES, 'manifest', ManifestError)
     try:
         text = raw.decode('utf-8-sig')
     except UnicodeDecodeError as exc:
@@ -489,7 +476,7 @@ def load_manifest(path: str | os.PathLike) -> ModelManifest:
         raise ManifestError(f'{clip(path)}: not accepted as a manifest: {clip(exc)}') from None
     except (yaml.YAMLError, RecursionError, TypeError) as exc:
         raise ManifestError(f'{clip(path)}: not valid YAML: {yaml_problem(exc)}') from None
-    return parse_manifest(data, str(path), path.resolve())
+    return data
 
 
 def use_default_model_dir() -> Path | None:
@@ -570,7 +557,18 @@ def _exists(path: Path) -> bool:
 
 
 def resolve_manifest(model: str, search_dirs: list[Path] | None = None) -> ModelManifest:
-    """Load a manifest given a path to a file or the name of one under ``config/models``."""
+    """:func:`vision_nodes.tasks.registry.resolve_manifest`, for ``ros/parameters.py``.
+
+    Transitional: the node loads its manifests here until ``ros/`` imports the registry's
+    (the one upward import of this module, listed in test_import_graph.py).
+    """
+    from .tasks.registry import resolve_manifest as resolve
+
+    return resolve(model, search_dirs)
+
+
+def find_manifest(model: str, search_dirs: list[Path] | None = None) -> Path:
+    """Return the manifest file ``model`` names: a path, or a name under ``config/models``."""
     if not model:
         raise ManifestError('parameter `model` is empty: give a manifest name or a path')
     if '\0' in model:
@@ -579,12 +577,12 @@ def resolve_manifest(model: str, search_dirs: list[Path] | None = None) -> Model
     if candidate.suffix in ('.yaml', '.yml') or os.sep in model:
         if not _exists(candidate):
             raise ManifestError(f'{clip(candidate)}: manifest file not found')
-        return load_manifest(candidate)
+        return candidate
     dirs = search_dirs or default_manifest_dirs()
     for folder in dirs:
         path = folder / f'{model}.yaml'
         if _exists(path):
-            return load_manifest(path)
+            return path
     names = available_manifests(dirs)
     raise ManifestError(
         f"no manifest named {show(model)} (available: {clip(', '.join(names) or 'none')}; "

@@ -22,7 +22,7 @@ from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from node_harness import Harness  # noqa: E402
-from vision_nodes.manifest import resolve_manifest  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.platform.cpu import cpu_info  # noqa: E402
 from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402

@@ -317,7 +317,7 @@ def test_configure_cleanup_cycles_free_model_memory(model_dir, engine_cache_dir)
     # process that imported torch to export keeps freed memory in its heap.
     from vision_nodes.artifacts.cache import ArtifactCache
     from vision_nodes.artifacts.onnx_export import ensure_onnx
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
 
     manifest = resolve_manifest('yolov8n')
     ensure_onnx(manifest, manifest.weights_path(str(model_dir)), ArtifactCache(engine_cache_dir))

@@ -31,7 +31,7 @@ from vision_msgs.msg import Classification, Detection2DArray, LabelInfo  # noqa:
 
 from node_harness import LATCHED, Harness  # noqa: E402
 from ultralytics_reference import predict  # noqa: E402
-from vision_nodes.manifest import resolve_manifest  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.ros.image_input import image_to_numpy, numpy_to_image  # noqa: E402
 from vision_nodes.tasks.classify import ClassifyParams  # noqa: E402

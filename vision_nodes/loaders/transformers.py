@@ -182,7 +182,7 @@ def _from_checked_file(cls: Any, config: Any, fd: int, weights: Path) -> Any:
 
 def check_depth_config(manifest: ModelManifest, config: dict[str, Any], source: str) -> None:
     """Raise ModelLoadError unless the model's config agrees with the manifest's ``depth``."""
-    spec = manifest.depth
+    spec = manifest.block('depth')  # a DepthSpec (tasks/depth.py), parsed at load
     if spec is None:
         raise ModelLoadError(f"'{source}' is a depth model; manifest '{manifest.name}' has "
                              f"task '{manifest.task}' (use task: depth and a depth block)")

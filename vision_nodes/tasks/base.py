@@ -6,14 +6,12 @@ results into messages. The pipeline and the node only use the members of :class:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
+from typing import Any, ClassVar, Mapping, Protocol
 
 import numpy as np
 
+from ..manifest import ModelManifest
 from ..param_spec import ParamSpec
-
-if TYPE_CHECKING:  # the manifest reads the task map (.registry): no import of it at run time
-    from ..manifest import ModelManifest
 
 
 class Task(Protocol):

@@ -285,11 +285,12 @@ class DepthTask:
 
     def __init__(self, manifest: ModelManifest) -> None:
         self.u8_input = False
-        if manifest.depth is None:
+        spec = manifest.block('depth')
+        if spec is None:
             raise ValueError(f"model '{manifest.name}': a depth model's manifest needs a "
                              '`depth` block (kind: metric | relative)')
         self.manifest = manifest
-        self.spec: DepthSpec = manifest.depth
+        self.spec: DepthSpec = spec
 
     @property
     def metric(self) -> bool:

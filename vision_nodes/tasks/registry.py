@@ -1,20 +1,23 @@
-"""The task map: manifest ``task`` name → task class, imported when first used.
+"""The task map: manifest ``task`` name → task class, imported when first used; manifest loading.
 
-The node and the pipeline look tasks up here, as they look runners up in the backend table;
-the manifest reads here which top-level blocks belong to which task. Adding a task means one
-task file, one line here, one outputs file in ``ros/outputs`` and its manifest example.
+The node and the pipeline look tasks up here, as they look runners up in the backend table,
+and load manifests here: the generic manifest (:mod:`vision_nodes.manifest`) is checked
+against the task names and their blocks, then the task's file parses its own blocks. Adding a
+task means one task file, one line here, one outputs file in ``ros/outputs`` and its manifest
+example.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any, NamedTuple
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, NamedTuple
 
+from ..manifest import ModelManifest, find_manifest, parse_generic, read_manifest
 from ..param_spec import ParamSpec
 from .base import Task
-
-if TYPE_CHECKING:  # the manifest reads this map: no import of it at run time
-    from ..manifest import ModelManifest
 
 
 class TaskEntry(NamedTuple):
@@ -37,6 +40,8 @@ TASK_MAP: dict[str, TaskEntry | None] = {
 }
 #: Values a manifest's ``task`` may have.
 KNOWN_TASKS = tuple(TASK_MAP)
+#: Each task's own top-level manifest blocks (what the generic manifest checks keys against).
+TASK_BLOCKS = {name: entry.blocks if entry else () for name, entry in TASK_MAP.items()}
 
 
 class TaskError(ValueError):
@@ -80,3 +85,28 @@ def param_specs(manifest: ModelManifest) -> tuple[ParamSpec, ...]:
     defaults = param_defaults(manifest)
     return tuple(spec.with_default(defaults[spec.name]) for spec in
                  task_class(manifest.task).params)
+
+
+def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = None
+                   ) -> ModelManifest:
+    """Validate a manifest parsed from YAML: the generic fields, then the task's own blocks.
+
+    The task's file sees every manifest of its task, also one without blocks of its own: it
+    may refuse generic fields its task cannot honour (classify: a letterboxed input).
+    """
+    manifest = parse_generic(data, source, path, TASK_BLOCKS)
+    if TASK_MAP.get(manifest.task) is None:
+        return manifest
+    parsed = task_class(manifest.task).parse_manifest_blocks(source, data)
+    return replace(manifest, task_blocks=tuple(parsed.items()))
+
+
+def load_manifest(path: str | os.PathLike) -> ModelManifest:
+    """Read and validate one manifest file."""
+    path = Path(path)
+    return parse_manifest(read_manifest(path), str(path), path.resolve())
+
+
+def resolve_manifest(model: str, search_dirs: list[Path] | None = None) -> ModelManifest:
+    """Load a manifest given a path to a file or the name of one under ``config/models``."""
+    return load_manifest(find_manifest(model, search_dirs))

@@ -21,7 +21,7 @@ import pytest
 from vision_nodes.artifacts.cache import (ENTRY_FILE, CacheError, ArtifactCache, cache_key,
                                           file_sha256)
 from vision_nodes.artifacts.onnx_export import onnx_cache_fields
-from vision_nodes.manifest import parse_manifest
+from vision_nodes.tasks import parse_manifest
 
 REPO = Path(__file__).resolve().parents[3]
 ARTIFACT = 'model.bin'
@@ -576,7 +576,7 @@ def test_onnx_runner_never_runs_a_corrupted_cached_model(model_dir, engine_cache
     corrupted after the check is never loaded, and the next configure rebuilds it.
     """
     pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.runners.base import RunnerConfig
     from vision_nodes.pipeline import create_runner

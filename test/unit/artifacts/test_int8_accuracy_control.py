@@ -19,7 +19,8 @@ pytest.importorskip('nncf', reason='NNCF is not installed (requirements/openvino
 pytest.importorskip('torch', reason='PyTorch is not installed (exports yolov8n.pt)')
 
 from vision_nodes.artifacts.validation import MIN_VALIDATION_IMAGES, package_images  # noqa: E402,E501
-from vision_nodes.manifest import AccuracyBudget, resolve_manifest  # noqa: E402
+from vision_nodes.manifest import AccuracyBudget  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 
 MAX_DROP = 0.005

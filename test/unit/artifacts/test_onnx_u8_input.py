@@ -27,7 +27,8 @@ from pipeline_builds import PipelineBuilds  # noqa: E402
 from vision_nodes.artifacts.cache import cache_key  # noqa: E402
 from vision_nodes.artifacts.onnx_u8_input import (U8_ONNX_FILE, embed_u8_input,  # noqa: E402
                                                   onnx_u8_fields)
-from vision_nodes.manifest import Preprocessing, resolve_manifest  # noqa: E402
+from vision_nodes.manifest import Preprocessing  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.runners import onnx_providers  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 from vision_nodes.tasks.preprocess import prepare, prepare_u8, rect_shape  # noqa: E402

@@ -64,7 +64,7 @@ def test_the_measurement_is_keyed_on_what_changes_it(photographs, model_dir, tmp
     pytest.importorskip('openvino', reason='OpenVINO is not installed')
     pytest.importorskip('torch', reason='PyTorch is not installed (exports yolov8n.pt)')
     from vision_nodes.artifacts.cache import cache_key
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.precision_check import cache_fields
 

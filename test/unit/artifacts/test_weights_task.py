@@ -17,7 +17,7 @@ pytest.importorskip('torch', reason='PyTorch is not installed (exports .pt weigh
 pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 
 from vision_nodes.loaders import ModelLoadError  # noqa: E402
-from vision_nodes.manifest import resolve_manifest  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 
 

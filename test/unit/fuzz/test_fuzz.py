@@ -27,7 +27,8 @@ from time_limit import time_limit
 from vision_nodes.images import CAMERA_ENCODINGS, ENCODINGS, ImageConversionError
 from vision_nodes.limits import (MAX_DEPTH_METRES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS,
                                  MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABELS, MAX_NAME_CHARS)
-from vision_nodes.manifest import ManifestError, ModelManifest, load_manifest
+from vision_nodes.manifest import ManifestError, ModelManifest
+from vision_nodes.tasks import load_manifest
 from vision_nodes.tasks.detect import DetectionParams, Detections
 from vision_nodes.tasks.preprocess import rect_shape
 from vision_nodes.text import clip, clip_path, show, show_path
@@ -81,7 +82,7 @@ def test_a_long_path_keeps_its_file_name() -> None:
 def pipeline(model_dir, engine_cache_dir):
     """YOLOv8n on ONNX Runtime, the node's default model and backend."""
     pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
 
     loaded = build_pipeline(resolve_manifest('yolov8n'), 'onnx', model_dir=str(model_dir),
@@ -450,7 +451,8 @@ def _check_manifest(manifest: ModelManifest) -> None:
     prep = manifest.preprocessing
     assert all(np.isfinite(v) for v in (prep.scale, *prep.mean, *prep.std)) and prep.scale > 0
     assert manifest.labels is None or 1 <= len(manifest.labels) <= MAX_LABELS
-    max_depth = manifest.depth.max_depth if manifest.depth else None
+    spec = manifest.block('depth')
+    max_depth = spec.max_depth if spec else None
     assert max_depth is None or 0 < max_depth <= MAX_DEPTH_METRES  # positive and finite
     assert 0 <= manifest.thresholds.confidence <= 1 and 0 <= manifest.thresholds.iou <= 1
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from vision_nodes.loaders import ModelLoadError, load_torch_module
-from vision_nodes.manifest import resolve_manifest
+from vision_nodes.tasks import resolve_manifest
 
 torch = pytest.importorskip('torch', reason='PyTorch is not installed')
 pytest.importorskip('ultralytics', reason='ultralytics is not installed')
@@ -187,7 +187,7 @@ def test_real_checkpoint_detections(manifest, model_dir: Path, bus_bgr,
 PROBE = r'''
 import os, sys, torch
 from pathlib import Path
-from vision_nodes.manifest import resolve_manifest
+from vision_nodes.tasks import resolve_manifest
 from vision_nodes.pipeline import build_pipeline
 weights, marker, cache = sys.argv[1:4]
 class Payload:

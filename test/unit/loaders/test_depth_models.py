@@ -33,7 +33,7 @@ from depth_weights import (  # noqa: E402
 )
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, weights_sha256  # noqa: E402
 from vision_nodes.loaders import ModelLoadError, load_torch_module  # noqa: E402
-from vision_nodes.manifest import parse_manifest, resolve_manifest  # noqa: E402
+from vision_nodes.tasks import parse_manifest, resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks.depth import DepthParams  # noqa: E402
 
@@ -373,7 +373,7 @@ def test_folder_hash_covers_every_file(tiny_relative, tmp_path):
 OFFLINE_SCRIPT = textwrap.dedent('''
     import json, sys
     import numpy as np
-    from vision_nodes.manifest import parse_manifest
+    from vision_nodes.tasks import parse_manifest
     from vision_nodes.pipeline import build_pipeline
     shapes = []
     for data in json.loads(sys.argv[1]):

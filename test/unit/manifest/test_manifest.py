@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,13 +17,9 @@ import yaml
 from time_limit import time_limit
 from vision_nodes.limits import (MAX_INPUT_SIDE, MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES,
                                  MAX_MANIFEST_DEPTH, MAX_NAME_CHARS)
-from vision_nodes.manifest import (
-    MODEL_DIR_ENV,
-    ManifestError,
-    load_manifest,
-    parse_manifest,
-    resolve_manifest,
-)
+from vision_nodes import manifest as manifest_module
+from vision_nodes.manifest import MODEL_DIR_ENV, ManifestError
+from vision_nodes.tasks import load_manifest, parse_manifest, resolve_manifest
 
 REPO = Path(__file__).resolve().parents[3]
 SHIPPED = REPO / 'config' / 'models' / 'yolov8n.yaml'
@@ -213,6 +210,27 @@ def test_resolve_by_name_in_search_dirs(tmp_path: Path) -> None:
     _write(first, {**VALID, 'name': 'shadow'}, 'tiny.yaml')
     assert resolve_manifest('tiny', [first, second]).name == 'shadow'  # first folder wins
     assert resolve_manifest('tiny', [second]).name == 'tiny'
+
+
+@pytest.mark.parametrize('block, field', [
+    ({'task': 'pose', 'keypoints': 'nose'}, 'keypoints'),
+    ({'task': 'detect', 'depth': {'kind': 'metric'}}, 'depth'),
+    ({'task': 'depth', 'architecture': 'transformers', 'input_size': 518,
+      'depth': {'kind': 'metric', 'max_depth': -1}}, 'depth.max_depth'),
+])
+def test_a_bad_task_block_is_refused_where_manifests_load(tmp_path: Path, block, field) -> None:
+    """The generic manifest leaves task blocks to the registry; every loader still refuses.
+
+    The registry's loaders and ``manifest.resolve_manifest`` (the node's, until ros/ imports
+    the registry's) refuse a bad block at load time with the same one-line error.
+    """
+    path = _write(tmp_path, {**VALID, **block}, 'bad.yaml')
+    errors = []
+    for load in (resolve_manifest, load_manifest, manifest_module.resolve_manifest):
+        with pytest.raises(ManifestError, match=f'field `{re.escape(field)}`') as caught:
+            load(str(path))
+        errors.append(str(caught.value))
+    assert len(set(errors)) == 1 and '\n' not in errors[0], errors
 
 
 def test_resolve_by_path(tmp_path: Path) -> None:
@@ -666,7 +684,7 @@ def test_benchmark_finds_the_weights_without_the_variable():
     root = Path(__file__).resolve().parents[3]
     code = ('import sys; sys.path.insert(0, "benchmarks"); import bench_detect; '
             'bench_detect.bench_environment("default"); '
-            'from vision_nodes.manifest import resolve_manifest; '
+            'from vision_nodes.tasks import resolve_manifest; '
             'print(resolve_manifest("yolov8n").weights_path())')
     env = {k: v for k, v in os.environ.items() if k != MODEL_DIR_ENV}
     out = subprocess.run([sys.executable, '-c', code], cwd=root, env=env, capture_output=True,

@@ -15,7 +15,7 @@ import pytest
 
 from vision_nodes.artifacts.cache import ArtifactCache
 from vision_nodes.limits import MAX_DEVICE_INDEX
-from vision_nodes.manifest import resolve_manifest
+from vision_nodes.tasks import resolve_manifest
 from vision_nodes.platform.devices import DeviceError, parse_device
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.pipeline import create_runner

@@ -45,7 +45,7 @@ def labelled(model_dir, engine_cache_dir, assets, tmp_path_factory):
     """(YOLO txt folder, COCO json folder, the labels, label names): fp32's own detections."""
     import cv2
 
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tasks.registry import param_defaults
 

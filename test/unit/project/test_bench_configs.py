@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from vision_nodes.manifest import resolve_manifest
+from vision_nodes.tasks import resolve_manifest
 from vision_nodes.pipeline import build_pipeline
 from vision_nodes.runners.base import RunnerError
 

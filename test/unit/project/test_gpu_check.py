@@ -172,7 +172,7 @@ def test_batches_time_every_size_and_match_the_single_frame(gpu_check, model_dir
     batched."""
     import cv2
 
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tasks.detect import DetectionParams
 
@@ -256,7 +256,7 @@ def test_batches_of_a_segmentation_model_match_the_single_frame(gpu_check, model
     decoded from its slice of both, to the single frame's detections and masks."""
     import cv2
 
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.tasks.detect import DetectionParams
 
@@ -279,7 +279,7 @@ def test_ultralytics_predict_is_timed_and_each_pipeline_put_beside_it(gpu_check,
 
     import cv2
 
-    from vision_nodes.manifest import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest
     from vision_nodes.tasks.detect import DetectionParams
 
     image = cv2.imread(str(assets / 'bus.jpg'))

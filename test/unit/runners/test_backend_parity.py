@@ -15,7 +15,7 @@ pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 pytest.importorskip('ultralytics', reason='ultralytics is not installed')
 
 from vision_nodes.artifacts.onnx_export import ONNX_FILE  # noqa: E402
-from vision_nodes.manifest import resolve_manifest  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 

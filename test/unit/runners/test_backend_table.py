@@ -17,7 +17,7 @@ from vision_nodes import manifest as manifest_module
 from vision_nodes import backends
 from vision_nodes import pipeline as pipeline_module
 from vision_nodes.artifacts.cache import ArtifactCache
-from vision_nodes.manifest import ManifestError, parse_manifest, resolve_manifest
+from vision_nodes.manifest import ManifestError
 from vision_nodes.backends import (ARCHITECTURE_BACKENDS, AUTO_ORDER, BACKEND_CHOICES, BACKENDS,
                                    EXECUTION_PROVIDER_CHOICES, PRECISIONS)
 from vision_nodes.platform.devices import DEVICE_KINDS
@@ -25,7 +25,8 @@ from vision_nodes.runners import registry
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.pipeline import create_runner
 from vision_nodes.runners.registry import Candidate, Selection, runner_class, select
-from vision_nodes.tasks import TASK_MAP, default_values, param_defaults, task_class
+from vision_nodes.tasks import (TASK_MAP, default_values, param_defaults, parse_manifest,
+                                resolve_manifest, task_class)
 from vision_nodes.limits import depth_range_problem
 from vision_nodes.tasks.depth import DepthSpec
 
@@ -157,8 +158,7 @@ def test_a_task_parses_its_own_block():
             'input_size': 518, 'backends': ['cpu'],
             'depth': {'kind': 'metric', 'max_depth': 20}}
     parsed = parse_manifest(data)
-    assert parsed.depth == DepthSpec('metric', 'depth', 20.0)
-    assert parsed.block('depth') is parsed.depth
+    assert parsed.block('depth') == DepthSpec('metric', 'depth', 20.0)
     with pytest.raises(ManifestError, match=r"field `depth`: only depth models have this "
                                             r"block \(task is 'detect'\)"):
         parse_manifest(dict(data, task='detect', architecture='ultralytics', input_size=64))

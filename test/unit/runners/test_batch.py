@@ -19,7 +19,7 @@ import cv2  # noqa: E402
 from detection_match import assert_same_detections  # noqa: E402
 from vision_nodes.artifacts.onnx_export import onnx_cache_fields  # noqa: E402
 from vision_nodes.artifacts.types import model_profile  # noqa: E402
-from vision_nodes.manifest import resolve_manifest  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.runners.onnx_runner import OnnxRunner  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402

@@ -15,7 +15,7 @@ pytest.importorskip('transformers', reason='transformers is not installed')
 
 from depth_weights import IMAGENET, depth_anything_folder, shared_folder, yolo_depth_pt  # noqa
 from vision_nodes.artifacts.cache import ArtifactCache  # noqa: E402
-from vision_nodes.manifest import parse_manifest  # noqa: E402
+from vision_nodes.tasks import parse_manifest  # noqa: E402
 from vision_nodes.runners.base import RunnerConfig  # noqa: E402
 from vision_nodes.runners.torch_runner import ULTRALYTICS_COMPILE_REASON, TorchRunner  # noqa
 

@@ -23,14 +23,13 @@ import pytest
 from vision_nodes.artifacts.cache import CacheError, ArtifactCache
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE, ensure_fp16_onnx
-from vision_nodes.manifest import resolve_manifest
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.runners import onnx_providers
 from vision_nodes.runners.onnx_providers import (AUTO_ORDER, EXECUTION_PROVIDERS,
                                                  NO_CPU_FALLBACK, OPENVINO, TENSORRT,
                                                  provider_candidates, provider_options)
 from vision_nodes.pipeline import create_runner
-from vision_nodes.tasks import create_task
+from vision_nodes.tasks import create_task, resolve_manifest
 from vision_nodes.tasks.detect import DetectionParams
 
 ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')

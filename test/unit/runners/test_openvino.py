@@ -34,7 +34,7 @@ from vision_nodes.artifacts.calibration import CalibrationError, calibration_set
 from vision_nodes.artifacts.openvino_convert import (IR_BIN, IR_XML,  # noqa: E402
                                                      ir_cache_fields)
 from vision_nodes.artifacts.quantize import float_tail, int8_cache_fields  # noqa: E402
-from vision_nodes.manifest import resolve_manifest  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline, calibration_tensor  # noqa: E402
 from vision_nodes.runners.base import RunnerError  # noqa: E402
 from vision_nodes.platform.openvino import fast_reduced_type  # noqa: E402

@@ -13,8 +13,8 @@ from dataclasses import replace
 import pytest
 
 from vision_nodes.artifacts.cache import ArtifactCache
-from vision_nodes.manifest import KNOWN_BACKENDS, ManifestError, parse_manifest, \
-    resolve_manifest
+from vision_nodes.manifest import KNOWN_BACKENDS, ManifestError
+from vision_nodes.tasks import parse_manifest, resolve_manifest
 from vision_nodes.platform.cpu import cpu_info, parse_cpuinfo
 from vision_nodes.platform.devices import DeviceError, openvino_device
 from vision_nodes.runners.base import PRECISIONS, RunnerConfig, RunnerError

@@ -20,7 +20,7 @@ pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 import cv2  # noqa: E402
 
 from detection_match import assert_same_detections  # noqa: E402
-from vision_nodes.manifest import resolve_manifest  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 from vision_nodes.tasks.preprocess import rect_shape  # noqa: E402

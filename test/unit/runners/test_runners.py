@@ -13,7 +13,8 @@ from vision_nodes import backends
 from vision_nodes.backends import AUTO_ORDER
 from vision_nodes.runners.registry import BACKEND_MAP, check_supported, runner_class, select
 from vision_nodes.artifacts.cache import ArtifactCache
-from vision_nodes.manifest import KNOWN_BACKENDS, resolve_manifest
+from vision_nodes.manifest import KNOWN_BACKENDS
+from vision_nodes.tasks import resolve_manifest
 from vision_nodes.pipeline import build_pipeline, create_runner
 from vision_nodes.loaders import ModelLoadError
 from vision_nodes.runners.base import RunnerConfig, RunnerError
@@ -212,7 +213,7 @@ class Block(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, Block())
 import cv2
-from vision_nodes.manifest import parse_manifest
+from vision_nodes.tasks import parse_manifest
 from vision_nodes.pipeline import build_pipeline, create_runner
 from vision_nodes.tasks.detect import DetectionParams
 

@@ -40,14 +40,13 @@ from vision_nodes.artifacts.chain import ArtifactChain
 from vision_nodes.artifacts.cache import ArtifactCache, CacheError, file_sha256
 from vision_nodes.artifacts.onnx_export import ONNX_FILE, ensure_onnx
 from vision_nodes.artifacts.onnx_fp16 import FP16_ONNX_FILE
-from vision_nodes.manifest import parse_manifest, resolve_manifest
 from vision_nodes.pipeline import (LoadedModel, build_pipeline, create_runner,
                                    build_pipelines, calibration_preprocessor)
 from vision_nodes.platform import cuda
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.runners import tensorrt_io, tensorrt_plan, tensorrt_runner
 from vision_nodes.runners.tensorrt_runner import TensorRTRunner
-from vision_nodes.tasks import create_task
+from vision_nodes.tasks import create_task, parse_manifest, resolve_manifest
 from vision_nodes.tasks.detect import DetectionParams
 
 ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime runs the fake engines')

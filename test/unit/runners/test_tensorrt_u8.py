@@ -31,10 +31,9 @@ from ultralytics_reference import match_reference, predict  # noqa: E402
 from vision_nodes.artifacts.cache import ArtifactCache  # noqa: E402
 from vision_nodes.artifacts.onnx_u8_input import U8_ONNX_FILE  # noqa: E402
 from vision_nodes.artifacts.types import embedded_preprocessing  # noqa: E402
-from vision_nodes.manifest import parse_manifest, resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import LoadedModel, build_pipeline, create_runner  # noqa: E402
 from vision_nodes.runners.base import RunnerConfig, RunnerError  # noqa: E402
-from vision_nodes.tasks import create_task  # noqa: E402
+from vision_nodes.tasks import create_task, parse_manifest, resolve_manifest  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 
 IMAGES = ('bus.jpg', 'zidane.jpg')

@@ -17,7 +17,8 @@ pytest.importorskip('torchvision', reason='torchvision is not installed')
 
 from fake_cuda_graphs import FakeCudaGraphs  # noqa: E402
 from ultralytics_reference import result_masks, whole_masks  # noqa: E402
-from vision_nodes.manifest import Preprocessing, resolve_manifest  # noqa: E402
+from vision_nodes.manifest import Preprocessing  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.runners.torch_device import DeviceInput, DeviceOutput  # noqa: E402
 from vision_nodes.runners.torch_graphs import GraphReplay  # noqa: E402

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from vision_nodes.manifest import resolve_manifest
+from vision_nodes.tasks import resolve_manifest
 from vision_nodes.parallel import map_frames
 from vision_nodes.pipeline import build_pipeline
 from vision_nodes.tasks.decode_buffers import DecodeBuffers, PerThreadBuffers

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import yaml
 
-from vision_nodes.manifest import ManifestError, load_manifest, parse_manifest
-from vision_nodes.tasks import create_task, default_values, task_class
+from vision_nodes.manifest import ManifestError
+from vision_nodes.tasks import create_task, default_values, load_manifest, parse_manifest, \
+    task_class
 from vision_nodes.tasks.depth import (
     AUTO_PERCENTILES,
     COLORMAPS,
@@ -25,6 +26,7 @@ from vision_nodes.tasks.depth import (
     DepthOutputError,
     DepthParams,
     DepthResult,
+    DepthSpec,
     DepthTask,
     colorize,
     depth_range,
@@ -78,16 +80,14 @@ def test_shipped_depth_manifests():
     assert small.preprocessing.interpolation == 'cubic'
     assert small.preprocessing.mean == (0.485, 0.456, 0.406)
     assert small.preprocessing.std == (0.229, 0.224, 0.225)
-    assert (small.depth.kind, small.depth.output, small.depth.max_depth) == (
-        'relative', 'disparity', None)
+    assert small.block('depth') == DepthSpec('relative', 'disparity', None)
     metric = load_manifest(MODELS / 'depth_anything_v2_metric_indoor_small.yaml')
-    assert (metric.depth.kind, metric.depth.output, metric.depth.max_depth) == (
-        'metric', 'depth', 20.0)
+    assert metric.block('depth') == DepthSpec('metric', 'depth', 20.0)
     yolo = load_manifest(MODELS / 'yolo26n_depth.yaml')
     assert (yolo.architecture, yolo.stride, yolo.weights) == (
         'ultralytics', 32, 'yolo26n-depth.pt')
     assert yolo.preprocessing.letterbox is False
-    assert (yolo.depth.kind, yolo.depth.output) == ('metric', 'depth')
+    assert (yolo.block('depth').kind, yolo.block('depth').output) == ('metric', 'depth')
     for manifest in (small, metric, yolo):
         assert {'cpu', 'onnx', 'openvino', 'tensorrt'} <= set(manifest.backends)
         assert isinstance(create_task(manifest), DepthTask)
@@ -95,7 +95,7 @@ def test_shipped_depth_manifests():
 
 def test_detect_manifests_have_no_depth_block():
     manifest = load_manifest(MODELS / 'yolov8n.yaml')
-    assert manifest.depth is None and manifest.stride == 32
+    assert manifest.block('depth') is None and manifest.stride == 32
 
 
 @pytest.mark.parametrize('changes, field, text', [
@@ -138,7 +138,7 @@ def test_stride_field_allows_other_input_multiples(tmp_path):
     manifest = load_manifest(path)
     assert (manifest.architecture, manifest.stride, manifest.input_size) == (
         'onnx', 14, (518, 686))
-    assert manifest.depth.output == 'disparity'  # a relative model's default
+    assert manifest.block('depth').output == 'disparity'  # a relative model's default
 
 
 def test_registry_serves_depth():

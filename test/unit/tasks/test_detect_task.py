@@ -9,7 +9,8 @@ import torchvision
 
 from vision_nodes.images import ImageConversionError
 from vision_nodes.ros.image_input import image_to_numpy, numpy_to_image
-from vision_nodes.manifest import Preprocessing, parse_manifest
+from vision_nodes.manifest import Preprocessing
+from vision_nodes.tasks import parse_manifest
 from vision_nodes.tasks.detect import DetectionParams, DetectionTask, decode
 from vision_nodes.tasks.nms import nms
 from vision_nodes.tasks.preprocess import LetterboxMeta, channel_map, prepare, prepare_u8

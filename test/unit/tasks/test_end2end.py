@@ -21,7 +21,8 @@ import cv2  # noqa: E402
 
 from ultralytics_reference import (mask_iou, match_reference, predict, result_masks,  # noqa: E402,E501
                                    source_masks)
-from vision_nodes.manifest import ManifestError, parse_manifest  # noqa: E402
+from vision_nodes.manifest import ManifestError  # noqa: E402
+from vision_nodes.tasks import parse_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks import detect as detect_module  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams, DetectionTask  # noqa: E402

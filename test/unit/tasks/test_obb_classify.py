@@ -25,7 +25,8 @@ import cv2  # noqa: E402
 
 from ultralytics_reference import predict  # noqa: E402
 from vision_nodes.accuracy import agreement  # noqa: E402
-from vision_nodes.manifest import ManifestError, parse_manifest, resolve_manifest  # noqa: E402
+from vision_nodes.manifest import ManifestError  # noqa: E402
+from vision_nodes.tasks import parse_manifest, resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks.classify import Classification, ClassifyParams, ClassifyTask  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402

@@ -15,7 +15,7 @@ import cv2
 import numpy as np
 
 from vision_nodes.drawing import draw
-from vision_nodes.manifest import parse_manifest
+from vision_nodes.tasks import parse_manifest
 from vision_nodes.tasks.detect import DetectionParams
 from vision_nodes.tasks.segment import SegmentationTask
 
