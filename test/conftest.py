@@ -59,8 +59,10 @@ if launch_stack_missing():
             pytest.skip(NO_LAUNCH_STACK, allow_module_level=True)
 
     def pytest_pycollect_makemodule(module_path, parent):
-        """Make each launch_testing file of test/launch skip with one reason, naming where
-        the stack comes from (each file's own guard is for the launch_test runner)."""
+        """Make each launch_testing file of test/launch skip, saying where the stack is.
+
+        Each file's own guard is for the ``launch_test`` runner.
+        """
         if module_path.parent.name == 'launch' and \
                 'launch_testing' in module_path.read_text(errors='replace'):
             return _NeedsTheLaunchStack.from_parent(parent, path=module_path)

@@ -81,8 +81,8 @@ def test_the_depth_outputs_move_as_one_namespace():
     assert 'depth_namespace' in show_args('depth.launch.py')
     assert 'depth_topic' not in show_args('depth.launch.py')
     depth = Output('depth', 'depth outputs', children=('image', 'camera_info'))
-    assert depth.remappings('/cam/depth/') == [('depth/image', '/cam/depth/image'),
-                                                ('depth/camera_info', '/cam/depth/camera_info')]
+    assert depth.remappings('/cam/depth/') == [
+        ('depth/image', '/cam/depth/image'), ('depth/camera_info', '/cam/depth/camera_info')]
 
 
 def test_the_old_depth_topic_argument_is_refused_in_one_line():

@@ -15,11 +15,13 @@ side hears the other.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 from ..text import clip
+from . import qos_overrides
 from .compat import RCLError
 
 
@@ -68,9 +70,16 @@ def _clash(new: Endpoint, old: Endpoint) -> str | None:
 class Endpoints:
     """The node's publishers and subscriptions, by resolved topic (see the module docstring)."""
 
-    def __init__(self, node: Any, warn: Callable[[str], None]) -> None:
+    def __init__(self, node: Any, warn: Callable[[str], None],
+                 declaring: Callable[[], ContextManager[Any]] = contextlib.nullcontext) -> None:
+        """Keep the endpoints of ``node``; ``warn`` logs a foreign type on a topic.
+
+        ``declaring()`` is the context in which the node declares parameters itself (the
+        ``qos_overrides.*`` ones rclpy declares with each endpoint).
+        """
         self._node = node
         self._warn = warn
+        self._declaring = declaring
         self._entities: dict[int, tuple[Any, Endpoint, Callable[[Any], Any]]] = {}
         self._warned: set[tuple[str, str]] = set()
         #: Transitions and the executor's timers (lazy, QoS) both make and drop endpoints.
@@ -108,14 +117,21 @@ class Endpoints:
         return made
 
     def publisher(self, msg_type: Any, name: str, qos: Any, lifecycle: bool = False) -> Any:
-        """Create a (lifecycle) publisher on ``name`` after checking its topic."""
+        """Create a (lifecycle) publisher on ``name`` after checking its topic.
+
+        Its QoS takes the ``qos_overrides.<topic>.publisher.*`` parameters given at start-up
+        (:mod:`.qos_overrides`; a bad value is a ValueError in one line).
+        """
         endpoint = self.plan('output', msg_type, name)
+        qos_overrides.given(self._node, endpoint.topic, 'publisher')
         if lifecycle:
             create, destroy = (self._node.create_lifecycle_publisher,
                                self._node.destroy_lifecycle_publisher)
         else:
             create, destroy = self._node.create_publisher, self._node.destroy_publisher
-        return self._add(endpoint, destroy, lambda: create(msg_type, name, qos))
+        return self._add(endpoint, destroy, lambda: create(
+            msg_type, name, qos_overrides.own_copy(qos),
+            qos_overriding_options=qos_overrides.publisher_options()))
 
     def subscription(self, msg_type: Any, name: str, callback: Callable[..., None], qos: Any,
                      label: str = '', **kwargs: Any) -> Any:
@@ -135,7 +151,8 @@ class Endpoints:
     def _add(self, endpoint: Endpoint, destroy: Callable[[Any], Any],
              create: Callable[[], Any]) -> Any:
         try:
-            entity = create()
+            with self._declaring():
+                entity = create()
         except RCLError as exc:  # another node of this process holds the topic
             held = ', '.join(sorted(self._types(endpoint.topic) - {endpoint.type_name}))
             why = (f'this process already has it as {clip(held, 160)}' if held

@@ -25,6 +25,7 @@ from sensor_msgs.msg import CompressedImage, Image
 from ..text import clip
 from . import compat
 from .cdr import CdrError, read_compressed, read_image
+from . import qos_overrides
 from .compressed_input import compressed_topic
 from .qos import choose_qos, explain_silence, review_qos, subscription_qos
 
@@ -67,8 +68,11 @@ class ImageInput:
         #: How errors name this input: the name its remap rule takes (also for compressed).
         self.label = topic
         self._sub = None
-        #: The QoS of the current (or last) subscription.
+        #: The QoS of the current (or last) subscription, overrides applied.
         self.qos: QoSProfile | None = None
+        #: ``qos_overrides.<topic>.subscription.*`` given at start-up, by policy: they beat
+        #: qos_reliability / qos_depth (and auto). A bad one is a ValueError, at activate.
+        self.overrides = qos_overrides.given(node, self.topic_name, 'subscription')
 
     @property
     def subscribed(self) -> bool:
@@ -76,14 +80,31 @@ class ImageInput:
         return self._sub is not None
 
     def subscribe(self, qos: QoSProfile) -> None:
-        """(Re)create the subscription with this QoS."""
+        """(Re)create the subscription with this QoS, the overrides given applied over it."""
         self.unsubscribe()
         events = SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible_qos)
         take = self._take_with_info if compat.MESSAGE_INFO else self._take
+        qos = qos_overrides.own_copy(qos)
+        chosen = self._policies(qos)
         self._sub = self._node.endpoints.subscription(
             self.msg_type, self._name, take, qos, label=self.label,
-            event_callbacks=events, callback_group=self._group, raw=True)
+            event_callbacks=events, callback_group=self._group, raw=True,
+            qos_overriding_options=qos_overrides.options(self.overrides))
         self.qos = qos
+        if self.overrides:
+            replaced = ', '.join(f'{p} {chosen[p]}' for p in self.overrides)
+            self._node.get_logger().info(
+                f"QoS of '{clip(self.topic_name, 120)}': "
+                f"{qos_overrides.describe(self.overrides, self.topic_name, 'subscription')}, "
+                f"given, over the node's {replaced} (qos_reliability "
+                f"{self._param('qos_reliability')}, qos_depth {self._param('qos_depth')})")
+
+    @staticmethod
+    def _policies(qos: QoSProfile) -> dict[str, str]:
+        """Return the overridable policies of ``qos`` as the overrides write them."""
+        return {'history': qos.history.name.lower(), 'depth': str(qos.depth),
+                'reliability': qos.reliability.name.lower(),
+                'durability': qos.durability.name.lower()}
 
     def _frame(self, data: bytes) -> Any:
         """Return the frame read from its serialized bytes, or None once they are refused."""
@@ -129,7 +150,8 @@ class ImageInput:
         elif not wanted and (self.subscribed or not self._idle_logged):
             self.unsubscribe()
             log.info('lazy: no subscriber on any output; not taking images')
-        elif wanted and self._param('qos_reliability') == 'auto':
+        elif wanted and self._param('qos_reliability') == 'auto' and \
+                'reliability' not in self.overrides:  # given: auto has nothing to change
             change = review_qos(self.publishers(), self.qos, int(self._param('qos_depth')),
                                 self.topic_name)
             if change is not None:
@@ -160,7 +182,10 @@ class ImageInput:
     def _on_incompatible_qos(self, info: Any) -> None:
         """Report a publisher on the image topic that cannot reach us."""
         policy = getattr(info.last_policy_kind, 'name', str(info.last_policy_kind))
-        hint = (' (a best-effort camera: set qos_reliability to best_effort or auto)'
+        fix = ('qos_overrides.<topic>.subscription.reliability' if 'reliability' in
+               self.overrides else 'qos_reliability')
+        hint = (f' (a best-effort camera: set {fix} to best_effort'
+                f"{'' if 'reliability' in self.overrides else ' or auto'})"
                 if 'RELIABILITY' in policy.upper() else '')
         self._log_error(f"a publisher on '{self.topic_name}' offers a QoS incompatible with "
                         f'this subscription (policy {policy}){hint}; its images are not '
@@ -171,8 +196,9 @@ class ImageInput:
         if self.qos is None:
             return 'n/a'
         reliable = self.qos.reliability == ReliabilityPolicy.RELIABLE
+        source = 'qos_overrides' if self.overrides else self._param('qos_reliability')
         return (f"{'reliable' if reliable else 'best effort'}, depth {self.qos.depth} "
-                f"({self._param('qos_reliability')})")
+                f'({source})')
 
     def explain_silence(self) -> str:
         """Why no image arrives (for the diagnostics)."""

@@ -66,7 +66,7 @@ class Output:
         return f'{self.name}_namespace' if self.children else f'{self.name}_topic'
 
     def remappings(self, value: str) -> list[tuple[str, str]]:
-        """The node's remapping rules for the argument's ``value``."""
+        """Return the node's remapping rules for the argument's ``value``."""
         if not self.children:
             return [(self.name, value)]
         return [(f'{self.name}/{child}', f'{value.rstrip("/")}/{child}')

@@ -51,7 +51,8 @@ class VisionNode(LifecycleNode):
         super().__init__(node_name, **kwargs)
         #: Every publisher and subscription of the node: a remap putting two on one topic
         #: is refused in one line (see .endpoints).
-        self.endpoints = Endpoints(self, self.get_logger().warning)
+        self.endpoints = Endpoints(self, self.get_logger().warning,
+                                   lambda: self.parameters.as_node())
         self.parameters = ParameterPolicy(self)
         self._log_error = LogLimiter(self.get_logger().error)
         self.frames = FramePath(self, self._log_error, lambda: self.parameters.value('lazy'))

@@ -209,10 +209,14 @@ class ParameterPolicy:
                              + '; '.join(problems.values()))
 
     def warn_unknown_overrides(self, warn: Callable[[str], None]) -> None:
-        """Warn about start-up parameters that name nothing this node has (typos)."""
+        """Warn about start-up parameters that name nothing this node has (typos).
+
+        Run at the end of configure: every publisher exists, so a ``qos_overrides.*``
+        publisher parameter still undeclared names no topic of this node.
+        """
         unknown = sorted(n for n in compat.parameter_overrides(self._node)
                          if not self._node.has_parameter(n) and n not in _FOREIGN_PARAMS
-                         and not n.startswith('qos_overrides.'))
+                         and not _declared_later(n))
         if unknown:
             warn('the parameters given at start-up include ' + ', '.join(
                 clip(n, 60) for n in unknown[:8]) + ('...' if len(unknown) > 8 else '')
@@ -352,3 +356,8 @@ class ParameterPolicy:
                 model.explicit.update(changes[id(model)])
             model.apply(changes[id(model)])
         return SetParametersResult(successful=True)
+
+
+def _declared_later(name: str) -> bool:
+    """Whether ``name`` is declared only at activate (an image subscription's QoS override)."""
+    return name.startswith('qos_overrides.') and '.subscription.' in name
