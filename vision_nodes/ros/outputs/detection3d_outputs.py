@@ -9,16 +9,19 @@ without enough valid depth are left out and counted for the diagnostics. 3D neve
 back: a frame is paired with the depth that has arrived when its 2D results are out, and a
 frame that cannot have 3D (no usable camera_info, no depth within ``depth_slop``) is counted
 and its reason logged in one line when it begins (again only after a 3D frame went out, and at
-most every :data:`SAY_AGAIN_S`). Created at activate when ``depth_source`` is set.
+most every :data:`SAY_AGAIN_S`). Created at activate when ``depth_source`` is set; with
+``publish_markers`` the same boxes also go to ``<ns>markers`` for RViz
+(:mod:`.detection3d_markers`), built only while someone subscribes.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from sensor_msgs.msg import CameraInfo
 from vision_msgs.msg import Detection3DArray
+from visualization_msgs.msg import MarkerArray
 
 from ...geometry3d import Intrinsics, IntrinsicsError, boxes_3d
 from ...images import ImageConversionError
@@ -27,6 +30,7 @@ from ...text import clip
 from ..camera_names import camera_sibling
 from ..depth_topic import DepthTopic, depth_view
 from ..qos import CAMERA_INFO_IN
+from .detection3d_markers import markers_msg
 from .detection3d_messages import detections_3d_to_cdr
 from .detection_switches import DetectionSwitches
 
@@ -68,8 +72,12 @@ class Detection3DOutputs:
 
     def __init__(self, node: Any, namespace: str, switches: DetectionSwitches,
                  models: dict[str, Any], own: str,
-                 report_error: Callable[[str], None], camera_namespace: str = '') -> None:
-        """Read depth and K of the camera in ``camera_namespace`` ('' = the node's one camera)."""
+                 report_error: Callable[[str], None], camera_namespace: str = '',
+                 names: Sequence[str] = ()) -> None:
+        """Read depth and K of the camera in ``camera_namespace`` ('' = the node's one camera).
+
+        ``names`` are the class names the markers' labels show.
+        """
         self._node = node
         self._report_error = report_error
         self._model = parse_depth_source(switches.depth_source, models, own)
@@ -80,7 +88,12 @@ class Detection3DOutputs:
         info_topic = camera_sibling(camera_namespace, 'camera_info', 'camera_info')
         self._pub = node.endpoints.publisher(Detection3DArray, f'{namespace}detections_3d', 10)
         self._made: list[Any] = [self._pub]
+        self._names = names
+        self._markers = None
         try:
+            if switches.publish_markers:
+                self._markers = node.endpoints.publisher(MarkerArray, f'{namespace}markers', 10)
+                self._made.append(self._markers)
             self._depth = None if self._model else DepthTopic(node, depth_topic)
             self._info_sub = node.endpoints.subscription(
                 CameraInfo, info_topic, self._on_info, CAMERA_INFO_IN, label='camera_info')
@@ -97,17 +110,17 @@ class Detection3DOutputs:
         self.state = 'waiting for camera_info'
 
     @property
-    def topic(self) -> str:
-        """The resolved output topic."""
-        return self._pub.topic_name
+    def topics(self) -> list[str]:
+        """Resolved names of the outputs: detections_3d, then markers when published."""
+        return [p.topic_name for p in self._made]
 
     def sources(self) -> tuple[str, ...]:
         """Return the model whose results this reads (for lazy mode)."""
         return (self._model,) if self._model else ()
 
     def wanted(self) -> bool:
-        """Whether anything subscribes to detections_3d."""
-        return self._pub.get_subscription_count() > 0
+        """Whether anything subscribes to detections_3d or its markers."""
+        return any(p.get_subscription_count() > 0 for p in self._made)
 
     def _on_info(self, msg: Any) -> None:
         self._info = msg
@@ -184,6 +197,9 @@ class Detection3DOutputs:
         self._reasons.recovered()
 
         self._pub.publish(detections_3d_to_cdr(dets, boxes, header))
+        markers = self._markers
+        if markers is not None and markers.get_subscription_count() > 0:
+            markers.publish(markers_msg(dets, boxes, header, self._names))
 
     def diagnostics(self, prefix: str) -> dict[str, str]:
         """Key/values for the node's status."""

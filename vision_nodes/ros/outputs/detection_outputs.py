@@ -4,8 +4,9 @@ The obb task's outputs are these too: its rotated boxes go out with their ``thet
 (:mod:`.detection_messages`) and are drawn as polygons; its tracker and 3D boxes take the
 axis-aligned box around each.
 
-``detections_3d`` with ``depth_source``, ``annotated`` with ``publish_annotated``: switches these
-outputs declare (:mod:`.detection_switches`), not the task.
+``detections_3d`` with ``depth_source`` (and its RViz ``markers`` with ``publish_markers``),
+``annotated`` with ``publish_annotated``: switches these outputs declare
+(:mod:`.detection_switches`), not the task.
 
 With ``tracker`` set, each frame's detections go through the model's tracker first
 (:mod:`vision_nodes.tracking`), so every output carries the same detections and track ids.
@@ -93,7 +94,7 @@ class DetectionOutputs:
     @property
     def topics(self) -> list[str]:
         """Resolved names of the topics published."""
-        extra = ([self._3d.topic] if self._3d else []) + \
+        extra = (self._3d.topics if self._3d else []) + \
             ([self._annotated.topic_name] if self._annotated else [])
         return [self._detections.topic_name, self._label_info.topic_name] + extra
 
@@ -117,7 +118,12 @@ class DetectionOutputs:
                 models = {m.name: m.pipeline.task for m in self._node.frames.models}
                 self._3d = Detection3DOutputs(self._node, self._namespace, on, models,
                                               self._name, self._report_error,
-                                              self.camera_namespace)
+                                              self.camera_namespace, self._labels)
+            elif on.publish_markers:
+                self._node.get_logger().warning(
+                    f"model '{self._name}': publish_markers is true but depth_source is empty: "
+                    'markers show 3D boxes, which need depth (set depth_source to topic or '
+                    'model:<name>)')
             if on.publish_annotated:
                 self._annotated = self._node.endpoints.publisher(
                     Image, f'{self._namespace}annotated', IMAGES)

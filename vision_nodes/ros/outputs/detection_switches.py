@@ -1,4 +1,6 @@
-"""The ROS output switches of a detection model (detect, segment, pose, obb): 3D, ``annotated``.
+"""The ROS output switches of a detection model (detect, segment, pose, obb).
+
+Where 3D boxes read depth, their RViz markers, the annotated picture.
 
 They belong to the model's outputs, not to its ROS-free task: the outputs declare them
 (:data:`SWITCHES`, ``DetectionOutputs.params``), the node's parameter policy declares them beside
@@ -25,7 +27,8 @@ def check_depth_topic(value: str, values: Mapping[str, Any]) -> str | None:
     return check_topic('depth_topic', value)
 
 
-#: Where 3D boxes read depth, and whether the annotated picture is published.
+#: Where 3D boxes read depth, whether they go to RViz as markers, and whether the annotated
+#: picture is published.
 SWITCHES: tuple[ParamSpec, ...] = (
     ParamSpec('depth_source', '',
               'Publish detections_3d (vision_msgs/Detection3DArray) from depth: topic (an '
@@ -41,6 +44,10 @@ SWITCHES: tuple[ParamSpec, ...] = (
               'Seconds a depth image\'s stamp may differ from the colour image\'s to pair '
               '(among the depth images already received: a frame never waits for depth).',
               float_range=(0.0, 10.0), applies='live'),
+    ParamSpec('publish_markers', False,
+              'With depth_source: publish markers (visualization_msgs/MarkerArray) of the 3D '
+              'boxes for RViz: a box and a label (class, track id when tracking, score) each, '
+              'built only while someone subscribes.', applies='activate'),
     ParamSpec('publish_annotated', False,
               'Publish annotated (bgr8): the image with boxes, labels, scores, track ids, '
               'masks and skeletons drawn, built only while someone subscribes.',
@@ -55,6 +62,7 @@ class DetectionSwitches:
     depth_source: str = ''
     depth_topic: str = 'depth_registered/image_rect'
     depth_slop: float = 0.05
+    publish_markers: bool = False
     publish_annotated: bool = False
 
     @classmethod
