@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Host post-processing: the decode and NMS on reused buffers against the fresh decode.
+"""Host post-processing: the decode and NMS on reused buffers against fresh ones each frame.
 
 YOLOv8n, -seg and -pose run once on ONNX Runtime (fp32) per bundled image (bus.jpg, rect
 480x640, and zidane.jpg, rect 384x640); then only the post-processing of those raw outputs
 is timed, many times, in interleaved rounds (the order of the two variants alternates by
 round). Cases, each ``before`` against ``after``:
 
-* ``detect <image> conf=C`` - :func:`decode_anchors` as it allocates every intermediate
-  (before) and on one :class:`DecodeBuffers` reused frame after frame (after), then the
-  letterbox undone; at the default threshold (0.25) and at low ones (0.01, 0.001), where
-  thousands of candidates reach NMS;
+* ``detect <image> conf=C`` - :func:`decode_frames` on a fresh :class:`DecodeBuffers` each
+  frame, every intermediate allocated (before), and on one set reused frame after frame
+  (after), then the letterbox undone; at the default threshold (0.25) and at low ones
+  (0.01, 0.001), where thousands of candidates reach NMS;
 * ``segment``/``pose <image>`` - the same for the instance models' outputs (their own rows);
 * ``label_image <image>`` - the instance label image of YOLOv8n-seg's masks: painted with a
   boolean index per mask (before) and with :meth:`SegmentResult.label_image` (after);
@@ -154,7 +154,7 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
 
     from vision_nodes.ros.outputs.detection_messages import detections_to_cdr
     from vision_nodes.tasks.decode_buffers import DecodeBuffers
-    from vision_nodes.tasks.detect import DetectionParams, decode_anchors
+    from vision_nodes.tasks.detect import DetectionParams, decode_frames
     from vision_nodes.tasks.instances import SegmentResult
     from vision_nodes.tasks.segment import instance_masks
     from vision_nodes.tools.demo import bundled_images
@@ -166,7 +166,7 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
 
     def decoding(output: np.ndarray, params: Any, classes: int | None, meta: Any) -> tuple:
         def run(use: DecodeBuffers | None) -> Any:
-            dets, anchors = decode_anchors(output, params, classes, use)
+            dets, anchors = decode_frames(output, params, classes, use)[0]
             meta.to_source(dets.boxes)
             return dets, anchors
         count = len(run(None)[0])
@@ -176,14 +176,14 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
         for conf in THRESHOLDS:
             found[f'detect {name} conf={conf}'] = decoding(
                 outputs[0], DetectionParams(conf, 0.45, 300), None, meta)
-        dets = decode_anchors(outputs[0], DetectionParams())[0]
+        dets = decode_frames(outputs[0], DetectionParams())[0][0]
         meta.to_source(dets.boxes)
         found[f'message {name}'] = ((lambda d=dets: rclpy_detections(d, header)),
                                     (lambda d=dets: detections_to_cdr(d, header)), len(dets))
     for name, (pred, protos), meta in raw_outputs('yolov8n_seg', images):
         classes = pred.shape[1] - 4 - protos.shape[1]
         found[f'segment {name}'] = decoding(pred, DetectionParams(), classes, meta.letterbox)
-        dets, anchors = decode_anchors(pred, DetectionParams(), classes)
+        dets, anchors = decode_frames(pred, DetectionParams(), classes)[0]
         masks, kept, windows = instance_masks(pred[0][4 + classes:, anchors].T, protos[0],
                                               dets.boxes, meta)
         meta.letterbox.to_source(dets.boxes)

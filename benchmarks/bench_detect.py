@@ -170,28 +170,18 @@ def parse_config(spec: str) -> Config:
     return Config(spec, backend, precision, rect)
 
 
-def iou_one(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """Return the IoU of one xyxy box with each row of ``boxes``."""
-    lo = np.maximum(box[:2], boxes[:, :2])
-    hi = np.minimum(box[2:], boxes[:, 2:])
-    inter = np.prod(np.clip(hi - lo, 0, None), axis=1)
-    area = np.prod(box[2:] - box[:2])
-    return inter / (area + np.prod(boxes[:, 2:] - boxes[:, :2], axis=1) - inter)
-
-
 def same_objects(a: tuple, b: tuple, min_score: float = 0.5, min_iou: float = 0.9) -> str:
     """'yes', or what differs: each confident detection of one has a match in the other.
 
-    ``a`` and ``b`` are (boxes xyxy, scores, class ids).
+    ``a`` and ``b`` are (boxes xyxy, scores, class ids); :func:`vision_nodes.boxes.unmatched`.
     """
-    problems = []
-    for (boxes, scores, classes), (o_boxes, _, o_classes), side in ((a, b, 'first'),
-                                                                    (b, a, 'second')):
-        for box, score, cls in zip(boxes, scores, classes):
-            same = o_classes == cls
-            if score >= min_score and (not same.any() or iou_one(box, o_boxes[same]).max()
-                                       < min_iou):
-                problems.append(f'class {int(cls)} {score:.2f} only in the {side}')
+    from types import SimpleNamespace
+
+    from vision_nodes.boxes import unmatched
+
+    first, second = (SimpleNamespace(boxes=x[0], scores=x[1], class_ids=x[2]) for x in (a, b))
+    problems = (unmatched(first, second, min_score, min_iou, 'only in the first: ')
+                + unmatched(second, first, min_score, min_iou, 'only in the second: '))
     return 'yes' if not problems else 'NO: ' + '; '.join(problems)
 
 

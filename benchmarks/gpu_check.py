@@ -185,38 +185,17 @@ def _onnx_reason(path: GpuPath) -> str | None:
 
 # -- comparing and timing ---------------------------------------------------------------------
 
-def _iou(box: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    low = np.maximum(box[:2], boxes[:, :2])
-    high = np.minimum(box[2:], boxes[:, 2:])
-    inter = np.prod(np.clip(high - low, 0, None), axis=1)
-    area = np.prod(box[2:] - box[:2])
-    areas = np.prod(boxes[:, 2:] - boxes[:, :2], axis=1)
-    return inter / np.maximum(area + areas - inter, 1e-9)
-
-
-def unmatched(a: Any, b: Any, min_iou: float, label: str) -> list[str]:
-    """List detections of ``a`` (score >= MIN_SCORE) with no same-class box in ``b``."""
-    missing = []
-    for box, score, cls in zip(a.boxes, a.scores, a.class_ids):
-        if score < MIN_SCORE:
-            continue
-        same = b.class_ids == cls
-        best = float(_iou(box, b.boxes[same]).max()) if same.any() else 0.0
-        if best < min_iou:
-            missing.append(f'{label}: class {int(cls)} score {score:.2f} box '
-                           f'{np.round(box, 1).tolist()} (best IoU {best:.2f})')
-    return missing
-
-
 def instance_differences(reference: Any, found: Any, precision: str, label: str
                          ) -> list[str]:
     """List masks and keypoints of matched detections that differ beyond ``precision``'s.
 
     Each reference detection scoring at least MIN_SCORE is paired with the same-class
     detection of ``found`` whose box overlaps it most; detections without a partner are
-    :func:`unmatched`'s to report. Masks (segment) are compared by IoU in source pixels,
+    :func:`compare`'s to report. Masks (segment) are compared by IoU in source pixels,
     keypoints (pose) by distance and score.
     """
+    from vision_nodes.boxes import pairwise_iou
+
     masks = getattr(reference, 'masks', None)
     keypoints = getattr(reference, 'keypoints', None)
     if masks is None and keypoints is None:
@@ -227,7 +206,7 @@ def instance_differences(reference: Any, found: Any, precision: str, label: str
         same = np.flatnonzero(found.class_ids == cls)
         if score < MIN_SCORE or not len(same):
             continue
-        j = int(same[np.argmax(_iou(box, found.boxes[same]))])
+        j = int(same[np.argmax(pairwise_iou(box[None], found.boxes[same])[0])])
         what = f'{label}: class {int(cls)} score {score:.2f}'
         if masks is not None:
             a, b = reference.mask(i), found.mask(j)  # over the whole image
@@ -247,10 +226,12 @@ def instance_differences(reference: Any, found: Any, precision: str, label: str
 
 def compare(reference: Any, found: Any, precision: str, image: str) -> list[str]:
     """List the differences between the CPU's results and a path's, both ways."""
+    from vision_nodes.boxes import unmatched
+
     min_iou = MIN_IOU[precision]
-    return (unmatched(reference, found, min_iou, f'{image}: missing from the GPU') +
-            unmatched(found, reference, min_iou, f'{image}: not found on the CPU') +
-            instance_differences(reference, found, precision, image))
+    return (unmatched(reference, found, MIN_SCORE, min_iou, f'{image}: missing from the GPU: ')
+            + unmatched(found, reference, MIN_SCORE, min_iou, f'{image}: not found on the CPU: ')
+            + instance_differences(reference, found, precision, image))
 
 
 def _ms(samples: Sequence[float]) -> float:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from detection_match import iou
+from vision_nodes.boxes import pairwise_iou
 
 
 def predict(weights, image: np.ndarray, **overrides: Any):
@@ -57,7 +57,7 @@ def match_reference(ours, ref) -> list[int]:
     assert len(ours) == len(boxes), (ours.scores, ref.boxes.conf)
     found = []
     for box, cls in zip(boxes, classes):
-        overlap = np.where(ours.class_ids == cls, iou(box, ours.boxes), 0.0)
+        overlap = np.where(ours.class_ids == cls, pairwise_iou(box[None], ours.boxes)[0], 0.0)
         assert overlap.max() >= 0.9, (box, cls, ours.boxes)
         found.append(int(overlap.argmax()))
     assert sorted(found) == list(range(len(ours)))

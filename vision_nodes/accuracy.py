@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .tasks.nms import pairwise_iou
+from .boxes import pairwise_iou
 from .tasks.rotated import rotated_iou
 
 #: COCO's keypoint sigmas (nose ... right ankle), as pycocotools' ``Params`` holds them.

@@ -23,9 +23,9 @@ from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 from vision_nodes_msgs.msg import Keypoints2DArray  # noqa: E402
 
-from detection_match import iou  # noqa: E402
 from ultralytics_reference import mask_iou  # noqa: E402
 from node_harness import Harness  # noqa: E402
+from vision_nodes.boxes import pairwise_iou  # noqa: E402
 from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
 from vision_nodes.tasks.instances import COCO_KEYPOINTS  # noqa: E402
 
@@ -65,7 +65,7 @@ def _match(msg: Detection2DArray, ref) -> list[int]:
     assert len(boxes) == len(ref.boxes), (len(boxes), ref.boxes.conf)
     found = []
     for box, cls in zip(ref.boxes.xyxy.numpy(), ref.boxes.cls.numpy().astype(int)):
-        overlap = np.where(classes == cls, iou(box, boxes), 0.0)
+        overlap = np.where(classes == cls, pairwise_iou(box[None], boxes)[0], 0.0)
         assert overlap.max() >= 0.9, (box, cls)
         found.append(int(overlap.argmax()))
     assert sorted(found) == list(range(len(boxes)))

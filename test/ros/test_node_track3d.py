@@ -30,6 +30,7 @@ from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, Detection3DArray  # noqa: E402
 
 from node_harness import Harness  # noqa: E402
+from vision_nodes.boxes import pairwise_iou  # noqa: E402
 from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
 
@@ -74,14 +75,6 @@ def _boxes(msg: Detection2DArray) -> np.ndarray:
                      for d in msg.detections]).reshape(-1, 4)
 
 
-def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    lt = np.maximum(a[:, None, :2], b[None, :, :2])
-    rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
-    inter = np.prod(np.clip(rb - lt, 0, None), axis=2)
-    area = lambda x: np.prod(x[:, 2:] - x[:, :2], axis=1)  # noqa: E731
-    return inter / (area(a)[:, None] + area(b)[None, :] - inter)
-
-
 def _ids(msg: Detection2DArray) -> list[str]:
     return [d.id for d in msg.detections]
 
@@ -118,7 +111,7 @@ def test_tracking_keeps_ids_resets_and_switches_live(model_dir, engine_cache_dir
                 shift = np.array([STEP * k, STEP * k // 2] * 2, np.float64)
                 boxes = _boxes(msg)
                 if len(boxes):
-                    overlap = _iou(reference[obj:obj + 1] - shift, boxes)[0]
+                    overlap = pairwise_iou(reference[obj:obj + 1] - shift, boxes)[0]
                     best = int(overlap.argmax())
                     found += overlap[best] > 0.5
                     kept += overlap[best] > 0.5 and _ids(msg)[best] == ref_id

@@ -237,7 +237,7 @@ class Runner(ABC):
         N is 1, or up to :attr:`max_batch` frames of one shape; output i belongs to frame i.
         With ``takes_u8`` the input may be the u8 image instead; with ``device_outputs`` the
         outputs may be array-likes that stay on the device: ``np.asarray`` copies one back,
-        and a detection output offers ``decode_detections`` (decode and NMS there, only the
+        and offers ``decode_ops`` (the steps of the task's decode done there, only the
         kept boxes copied back).
         """
 

@@ -7,9 +7,9 @@ converts it on the device with the host's numerics (u8 -> float32, ``x * scale``
 model's channel order): the host never makes a float copy of the frame.
 
 :class:`DeviceOutput` keeps a network output on the device. ``np.asarray`` copies it back;
-a detection output is decoded where it is (confidence filter, top-k, class-separated greedy
-NMS with torchvision's kernel, as ``tasks.detect.decode`` does on the host) and only the kept
-boxes are copied back. A segmentation model's masks are made there too (the kept
+a detection output is decoded where it is (``decode_ops``: each step of the task's
+``tasks.detect.decode_yolo`` in torch, NMS with torchvision's kernel) and only the kept boxes
+are copied back. A segmentation model's masks are made there too (the kept
 detections' coefficients times the prototypes, upsampled, cropped to the box, the letterbox
 undone, as ``tasks.segment.instance_masks`` does on the host) and come back as masks.
 """
@@ -129,77 +129,10 @@ class DeviceOutput:
         array = self.tensor.float().cpu().numpy()
         return array if dtype is None else array.astype(dtype)
 
-    def decode_detections(self, confidence: float, iou: float, max_detections: int,
-                          max_candidates: int, class_offset: float
-                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """YOLOv8-style ``(1, 4 + nc, A)`` -> kept (boxes xyxy, scores, class ids), host arrays.
-
-        The host decode's steps in its float32 arithmetic: best class per anchor, scores above
-        ``confidence``, at most ``max_candidates`` best, boxes offset by class times
-        ``class_offset`` for one greedy NMS over all classes, cut to ``max_detections``.
-        """
-        return self.decode_detections_batch(confidence, iou, max_detections, max_candidates,
-                                            class_offset)[0]
-
-    def decode_detections_batch(self, confidence: float, iou: float, max_detections: int,
-                                max_candidates: int, class_offset: float
-                                ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """:meth:`decode_detections` of every frame of a ``(B, 4 + nc, A)`` output at once.
-
-        One pass finds every frame's candidates (in the order a frame alone gives them), each
-        frame then has its own top-k and NMS with the same arithmetic, and the kept boxes of
-        all frames come back in one copy.
-        """
-        torch = _torch()
-        pred = self.tensor.float()
-        if pred.dim() == 2:
-            pred = pred[None]
-        frames = int(pred.shape[0])
-        scores, class_ids = pred[:, 4:].max(dim=1)
-        frame, anchor = torch.nonzero(scores > confidence, as_tuple=True)
-        counts = torch.bincount(frame, minlength=frames).tolist()
-        scores, class_ids = scores[frame, anchor], class_ids[frame, anchor]
-        boxes = _xyxy(torch, pred[frame, :4, anchor])
-        kept, start = [], 0
-        for index, count in enumerate(counts):
-            part = slice(start, start + count)
-            start += count
-            if count:
-                rows = _select(torch, boxes[part], scores[part], class_ids[part], iou,
-                               max_detections, max_candidates, class_offset)
-                kept.append(_rows(torch, boxes[part][rows], scores[part][rows],
-                                  class_ids[part][rows], float(index)))
-        packed = torch.cat(kept).cpu().numpy() if kept else np.zeros((0, 7), np.float32)
-        found = []
-        for index in range(frames):
-            rows = packed[packed[:, 6] == index]
-            found.append((np.ascontiguousarray(rows[:, :4]), np.ascontiguousarray(rows[:, 4]),
-                          rows[:, 5].astype(np.int64)))
-        return found
-
-    def decode_instances(self, classes: int, confidence: float, iou: float,
-                         max_detections: int, max_candidates: int, class_offset: float
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, 'DeviceOutput']:
-        """One frame's ``(1, 4 + classes + extra, A)`` output -> kept detections and extras.
-
-        The detections (boxes xyxy, scores, class ids: host arrays) as
-        :meth:`decode_detections` keeps them from the ``classes`` score rows; the rows after
-        those (mask coefficients, keypoints) of each kept detection, (N, extra), stay on the
-        device.
-        """
-        torch = _torch()
-        pred = self.tensor.float()
-        pred = pred[0] if pred.dim() == 3 else pred
-        scores, class_ids = pred[4:4 + classes].max(dim=0)
-        anchors = torch.nonzero(scores > confidence).squeeze(1)
-        boxes = _xyxy(torch, pred[:4, anchors].T)
-        scores, class_ids = scores[anchors], class_ids[anchors]
-        rows = _select(torch, boxes, scores, class_ids, iou, max_detections, max_candidates,
-                       class_offset)
-        packed = _rows(torch, boxes[rows], scores[rows], class_ids[rows], 0.0).cpu().numpy()
-        return (np.ascontiguousarray(packed[:, :4]), np.ascontiguousarray(packed[:, 4]),
-                packed[:, 5].astype(np.int64),
-                DeviceOutput(pred[4 + classes:, anchors[rows]].T))
+    @property
+    def decode_ops(self) -> '_DecodeOps':
+        """The steps of ``tasks.detect.decode_yolo`` on this output's device."""
+        return _DecodeOps(self.tensor)
 
     def instance_masks(self, coefficients: 'DeviceOutput', boxes: np.ndarray,
                        network_shape: tuple[int, int], content: tuple[int, int, int, int],
@@ -254,27 +187,65 @@ class DeviceOutput:
         return masks.cpu().numpy(), index
 
 
-def _xyxy(torch: Any, xywh: Any) -> Any:
-    """(N, 4) centre/size boxes -> corners, as the host's ``xywh_to_xyxy``."""
-    half = xywh[:, 2:4] / 2
-    return torch.cat([xywh[:, 0:2] - half, xywh[:, 0:2] + half], dim=1)
+class _DecodeOps:
+    """Each step of the YOLOv8-style decode (``tasks.detect.decode_yolo``) in torch.
 
+    The host's steps (``tasks.decode_buffers``) in its float32 arithmetic, greedy NMS with
+    torchvision's kernel; only the kept boxes come back, every frame's in one copy.
+    """
 
-def _select(torch: Any, boxes: Any, scores: Any, class_ids: Any, iou: float,
-            max_detections: int, max_candidates: int, class_offset: float) -> Any:
-    """Return the indices of the candidates one frame keeps: top-k, then class NMS."""
-    import torchvision
+    def __init__(self, tensor: Any) -> None:
+        self.tensor = tensor
 
-    top = None
-    if scores.shape[0] > max_candidates:
-        top = scores.topk(max_candidates).indices
-        boxes, scores, class_ids = boxes[top], scores[top], class_ids[top]
-    offset = class_ids[:, None].to(torch.float32) * class_offset
-    kept = torchvision.ops.nms(boxes + offset, scores, iou)[:max_detections]
-    return kept if top is None else top[kept]
+    def frames(self, output: Any) -> list[Any]:
+        """Each frame of the ``(B, rows, anchors)`` (or ``(rows, anchors)``) output, float32."""
+        pred = self.tensor.float()
+        return list(pred[None] if pred.dim() == 2 else pred)
 
+    @staticmethod
+    def candidates(pred: Any, classes: int, confidence: float) -> tuple[Any, Any, Any]:
+        """(anchors, scores, class ids) of the anchors whose best class beats ``confidence``."""
+        scores, class_ids = pred[4:4 + classes].max(dim=0)
+        anchors = (scores > confidence).nonzero().squeeze(1)
+        return anchors, scores[anchors], class_ids[anchors]
 
-def _rows(torch: Any, boxes: Any, scores: Any, class_ids: Any, index: float) -> Any:
-    """Return detections as rows (x1, y1, x2, y2, score, class, frame index), on the device."""
-    return torch.cat([boxes, scores[:, None], class_ids[:, None].to(torch.float32),
-                      torch.full_like(scores[:, None], index)], dim=1)
+    @staticmethod
+    def corners(pred: Any, anchors: Any) -> Any:
+        """The candidates' centre/size boxes as corners (N, 4)."""
+        xywh = pred[:4, anchors].T
+        half = xywh[:, 2:4] / 2
+        return _torch().cat([xywh[:, 0:2] - half, xywh[:, 0:2] + half], dim=1)
+
+    @staticmethod
+    def top(scores: Any, count: int) -> Any:
+        """Indices of the ``count`` highest scores."""
+        return scores.topk(count).indices
+
+    @staticmethod
+    def shifted(boxes: Any, class_ids: Any, offset: float) -> Any:
+        """The boxes moved apart by class (class id x ``offset``) for batched NMS."""
+        return boxes + class_ids[:, None].to(boxes.dtype) * offset
+
+    @staticmethod
+    def nms(boxes: Any, scores: Any, iou: float, keep: int) -> Any:
+        """Indices kept by greedy NMS (torchvision's), highest score first, at most ``keep``."""
+        import torchvision
+
+        return torchvision.ops.nms(boxes, scores, iou)[:keep]
+
+    @staticmethod
+    def to_host(found: list[tuple]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each frame's kept (boxes, scores, class ids as int64) as host arrays, in one copy."""
+        torch = _torch()
+        rows = [torch.cat([boxes, scores[:, None], class_ids[:, None].to(boxes.dtype),
+                           torch.full_like(scores[:, None], float(index))], dim=1)
+                for index, (boxes, scores, class_ids) in enumerate(found)]
+        packed = torch.cat(rows).cpu().numpy() if rows else np.zeros((0, 7), np.float32)
+        frames = (packed[packed[:, 6] == index] for index in range(len(found)))
+        return [(np.ascontiguousarray(part[:, :4]), np.ascontiguousarray(part[:, 4]),
+                 part[:, 5].astype(np.int64)) for part in frames]
+
+    @staticmethod
+    def extras(pred: Any, classes: int, anchors: Any) -> DeviceOutput:
+        """The rows after the class scores at ``anchors`` (N, extra), kept on the device."""
+        return DeviceOutput(pred[4 + classes:, anchors].T)

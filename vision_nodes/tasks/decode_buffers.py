@@ -1,12 +1,12 @@
-"""Preallocated arrays for decoding YOLOv8-style outputs on the host, reused frame after frame.
+"""The steps of the YOLOv8-style decode on the host, in arrays reused frame after frame.
 
-:func:`.detect.decode_anchors` allocates every intermediate afresh: the class maximum of every
-anchor, the candidate mask, the candidates' boxes, their class-shifted copy for NMS and NMS's
-IoU matrices. :class:`DecodeBuffers` holds them for one output shape (one model at one input
-shape: rect inference changes the anchor count, and then they are allocated again) and
-computes the same operations, in the same order and dtype, into them, so the detections are
-bit for bit the fresh decode's. What it returns is always fresh: the next frame overwrites the
-buffers.
+:func:`.detect.decode_yolo` says what the decode is; :class:`DecodeBuffers` does each of its
+steps on the host, into arrays kept for one output shape (one model at one input shape: rect
+inference changes the anchor count, and then they are allocated again): the class maximum of
+every anchor, the candidate mask, the candidates' boxes, their class-shifted copy for NMS and
+NMS's matrices. What the decode returns is always fresh: the next frame overwrites the
+buffers. (A runner whose outputs stay on a device does the same steps there:
+``runners/torch_device.py``.)
 
 A buffer serves one decode at a time, while a batch's frames are decoded side by side on the
 frame pool's threads (``parallel.map_frames``): a task holds a :class:`PerThreadBuffers`,
@@ -16,11 +16,11 @@ whose :meth:`~PerThreadBuffers.get` gives each thread its own.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
-from .nms import nms
-from .nms_scratch import NmsScratch
+from .nms import NmsScratch, nms
 
 
 class DecodeBuffers:
@@ -28,7 +28,7 @@ class DecodeBuffers:
 
     def __init__(self) -> None:
         self._key: tuple | None = None
-        self.nms = NmsScratch()
+        self.nms_scratch = NmsScratch()
         #: Times the per-shape arrays were allocated (tests read it).
         self.allocations = 0
 
@@ -49,39 +49,29 @@ class DecodeBuffers:
         self._key = key
         self.allocations += 1
 
-    def decode(self, pred: np.ndarray, classes: int, confidence: float, iou: float,
-               max_detections: int, max_candidates: int, class_offset: float
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """Return (boxes xyxy, scores, class ids, anchors) kept, or None: no candidate.
+    @staticmethod
+    def frames(output: np.ndarray) -> list[np.ndarray]:
+        """The frame a host output holds: ``(1, rows, anchors)`` or ``(rows, anchors)``."""
+        return [output[0] if output.ndim == 3 else output]
 
-        ``pred`` is one frame's (4 + ``classes`` + extra, anchors) output; the steps and
-        constants are :func:`.detect.decode_anchors`'s.
-        """
+    def candidates(self, pred: np.ndarray, classes: int, confidence: float
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(anchors, float32 scores, class ids) of the anchors whose best class beats it."""
         self._fit(pred, classes)
         class_scores = pred[4:4 + classes]
         np.max(class_scores, axis=0, out=self._scores)
         np.greater(self._scores, confidence, out=self._mask)
         anchors = np.flatnonzero(self._mask)
         count = anchors.shape[0]
-        if not count:
-            return None
         if self._class_scores.size < classes * count:
             self._class_scores = np.empty(classes * count, dtype=pred.dtype)
         candidates = self._class_scores[:classes * count].reshape(classes, count)
         # The anchors are valid indices: mode 'clip' only spares the copy 'raise' makes of out.
         np.take(class_scores, anchors, axis=1, out=candidates, mode='clip')
         class_ids = np.argmax(candidates, axis=0, out=self._class_ids[:count])
-        boxes = self._xyxy(pred, anchors)
-        scores = self._scores[anchors].astype(np.float32, copy=False)
-        if count > max_candidates:
-            top = np.argpartition(-scores, max_candidates)[:max_candidates]
-            boxes, scores, class_ids, anchors = \
-                boxes[top], scores[top], class_ids[top], anchors[top]
-        shifted = self._shifted_boxes(boxes, class_ids, class_offset)
-        keep = nms(shifted, scores, iou, max_detections, scratch=self.nms)
-        return boxes[keep], scores[keep], class_ids[keep].astype(np.int64), anchors[keep]
+        return anchors, self._scores[anchors].astype(np.float32, copy=False), class_ids
 
-    def _xyxy(self, pred: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+    def corners(self, pred: np.ndarray, anchors: np.ndarray) -> np.ndarray:
         """Return the candidates' centre/size boxes as float32 corners (count, 4), in buffers."""
         count = anchors.shape[0]
         xywh = self._xywh[:, :count]
@@ -97,14 +87,32 @@ class DecodeBuffers:
             np.add(xywh[axis], half, out=boxes[:, 2 + axis])
         return boxes
 
-    def _shifted_boxes(self, boxes: np.ndarray, class_ids: np.ndarray, class_offset: float
-                       ) -> np.ndarray:
-        """Return the boxes moved apart by class (class id x ``class_offset``) for batched NMS."""
+    @staticmethod
+    def top(scores: np.ndarray, count: int) -> np.ndarray:
+        """Indices of the ``count`` highest scores (in no order)."""
+        return np.argpartition(-scores, count)[:count]
+
+    def shifted(self, boxes: np.ndarray, class_ids: np.ndarray, offset: float) -> np.ndarray:
+        """Return the boxes moved apart by class (class id x ``offset``) for batched NMS."""
         count = boxes.shape[0]
         offsets = self._offsets[:count]
         offsets[...] = class_ids
-        np.multiply(offsets, class_offset, out=offsets)
+        np.multiply(offsets, offset, out=offsets)
         return np.add(boxes, offsets[:, None], out=self._shifted[:count])
+
+    def nms(self, boxes: np.ndarray, scores: np.ndarray, iou: float, keep: int) -> np.ndarray:
+        """Indices kept by greedy NMS, highest score first, at most ``keep``."""
+        return nms(boxes, scores, iou, keep, scratch=self.nms_scratch)
+
+    @staticmethod
+    def to_host(found: list[tuple]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each frame's kept (boxes, scores, class ids as int64): host arrays already."""
+        return [(boxes, scores, class_ids.astype(np.int64)) for boxes, scores, class_ids in found]
+
+    @staticmethod
+    def extras(pred: np.ndarray, classes: int, anchors: np.ndarray) -> Any:
+        """The rows after the class scores (mask coefficients, keypoints) at ``anchors``."""
+        return pred[4 + classes:, anchors].T
 
 
 class PerThreadBuffers(threading.local):

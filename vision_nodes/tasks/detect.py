@@ -20,11 +20,10 @@ from ..param_spec import ParamSpec
 from ..tracking import TRACKERS, check_tracker, check_tracker_config
 from .decode_buffers import DecodeBuffers, PerThreadBuffers
 from .end2end import ROW_VALUES, decode_rows, is_end2end, row_extra
-from .nms import nms
 from .preprocess import LetterboxMeta, prepare_input
 
 #: Offset that separates classes for batched NMS (larger than any image side).
-_CLASS_OFFSET = 7680.0
+CLASS_OFFSET = 7680.0
 #: At most this many candidates (highest scores first) enter NMS.
 MAX_NMS_CANDIDATES = 3000
 
@@ -86,87 +85,68 @@ class DetectionParams:
     tracker_config: str = ''
 
 
-def xywh_to_xyxy(xywh: np.ndarray) -> np.ndarray:
-    """(N, 4) centre/size boxes → corner boxes."""
-    out = np.empty_like(xywh)
-    half = xywh[:, 2:4] / 2
-    out[:, 0:2] = xywh[:, 0:2] - half
-    out[:, 2:4] = xywh[:, 0:2] + half
-    return out
+def decode_yolo(pred: Any, classes: int, params: DetectionParams, ops: Any) -> tuple:
+    """The YOLOv8-style decode of one frame's ``(4 + classes + extra, anchors)`` output.
 
-
-def decode(output: np.ndarray, params: DetectionParams, num_classes: int | None = None,
-           buffers: DecodeBuffers | None = None) -> Detections:
-    """Decode one YOLOv8-style output ``(1, 4 + nc, A)`` into boxes in network pixels.
-
-    An output that stays on a device and offers ``decode_detections`` (PyTorch on a GPU:
-    ``runners/torch_device.py``) is decoded there with the same steps and constants. With
-    ``buffers`` the host's intermediates live in reused arrays (:mod:`.decode_buffers`; the
-    same detections).
+    Best class per anchor, the anchors above ``params.confidence``, at most
+    :data:`MAX_NMS_CANDIDATES` of them (the best), their boxes as corners, moved apart by
+    class id x :data:`CLASS_OFFSET` for one greedy NMS over all classes, cut to
+    ``params.max_detections``. ``ops`` does each step where the output is: on the host in
+    reused arrays (:class:`.decode_buffers.DecodeBuffers`), or on the device that keeps the
+    output (a runner's ``decode_ops``: ``runners/torch_device.py``). Returns the kept
+    (boxes, scores, class ids, anchors), highest score first, as ``ops`` holds them.
     """
-    on_device = getattr(output, 'decode_detections', None)
-    if on_device is not None and num_classes is None:
-        return Detections(*on_device(params.confidence, params.iou, params.max_detections,
-                                     MAX_NMS_CANDIDATES, _CLASS_OFFSET))
-    return decode_anchors(output, params, num_classes, buffers)[0]
-
-
-def decode_anchors(output: np.ndarray, params: DetectionParams, num_classes: int | None = None,
-                   buffers: DecodeBuffers | None = None) -> tuple[Detections, np.ndarray]:
-    """Return :func:`decode`'s detections and the anchor (column) each came from.
-
-    Rows after the ``4 + num_classes`` box and class rows (mask coefficients, keypoints) are
-    left to the caller, who reads them at the returned anchors.
-    """
-    pred = output[0] if output.ndim == 3 else output
-    if pred.shape[0] < 5:
-        raise ValueError(f'detection output of shape {output.shape} has no class scores')
-    nc = pred.shape[0] - 4 if num_classes is None else num_classes
-    if buffers is not None:
-        found = buffers.decode(pred, nc, params.confidence, params.iou, params.max_detections,
-                               MAX_NMS_CANDIDATES, _CLASS_OFFSET)
-        if found is None:
-            return Detections.empty(), np.zeros(0, np.int64)
-        return Detections(*found[:3]), found[3]
-    class_scores = pred[4:4 + nc]
-    # max over classes is a fast row-wise reduction; argmax only for the few candidates.
-    scores = class_scores.max(axis=0)
-    mask = scores > params.confidence
-    if not mask.any():
-        return Detections.empty(), np.zeros(0, np.int64)
-    anchors = np.flatnonzero(mask)
-    class_ids = class_scores[:, mask].argmax(axis=0).astype(np.int64)
-    boxes = xywh_to_xyxy(np.ascontiguousarray(pred[:4, mask].T, dtype=np.float32))
-    scores = scores[mask].astype(np.float32)
+    anchors, scores, class_ids = ops.candidates(pred, classes, params.confidence)
+    boxes = ops.corners(pred, anchors)
     if scores.shape[0] > MAX_NMS_CANDIDATES:
-        top = np.argpartition(-scores, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
+        top = ops.top(scores, MAX_NMS_CANDIDATES)
         boxes, scores, class_ids, anchors = boxes[top], scores[top], class_ids[top], anchors[top]
-    offset = class_ids[:, None].astype(np.float32) * _CLASS_OFFSET
-    keep = nms(boxes + offset, scores, params.iou, params.max_detections)
-    return Detections(boxes[keep], scores[keep], class_ids[keep]), anchors[keep]
+    keep = ops.nms(ops.shifted(boxes, class_ids, CLASS_OFFSET), scores, params.iou,
+                   params.max_detections)
+    return boxes[keep], scores[keep], class_ids[keep], anchors[keep]
 
 
-def decode_instances(output: np.ndarray, params: DetectionParams, classes: int, end2end: bool,
-                     buffers: DecodeBuffers | None = None) -> tuple[Detections, np.ndarray]:
+def decode_frames(output: Any, params: DetectionParams, classes: int | None = None,
+                  buffers: DecodeBuffers | None = None, extras: bool = False
+                  ) -> list[tuple[Detections, Any]]:
+    """Every frame's detections (network pixels) of a YOLOv8-style output, and what follows.
+
+    With each frame's detections: the anchor (column) each came from, or with ``extras`` its
+    values after the ``4 + classes`` box and class rows (mask coefficients, keypoints; (N,
+    extra), on the device where the output is). ``classes`` defaults to every row after the
+    box. Decoded by the output's own ``decode_ops`` where it stays on a device, else on the
+    host in ``buffers`` (fresh ones when None); the kept boxes of every frame come to the host
+    at once.
+    """
+    ops = getattr(output, 'decode_ops', None) or buffers or DecodeBuffers()
+    preds = ops.frames(output)
+    if preds[0].shape[0] < 5:
+        raise ValueError(f'detection output of shape {output.shape} has no class scores')
+    count = preds[0].shape[0] - 4 if classes is None else classes
+    found = [decode_yolo(pred, count, params, ops) for pred in preds]
+    return [(Detections(*arrays), ops.extras(pred, count, kept[3]) if extras else kept[3])
+            for arrays, kept, pred in zip(ops.to_host([f[:3] for f in found]), found, preds)]
+
+
+def decode(output: Any, params: DetectionParams, num_classes: int | None = None,
+           buffers: DecodeBuffers | None = None) -> Detections:
+    """Decode one frame's YOLOv8-style output ``(1, 4 + nc, A)`` (:func:`decode_frames`)."""
+    return decode_frames(output, params, num_classes, buffers)[0][0]
+
+
+def decode_instances(output: Any, params: DetectionParams, classes: int, end2end: bool,
+                     buffers: DecodeBuffers | None = None) -> tuple[Detections, Any]:
     """Return the detections of either layout and each one's extra values (N, extra).
 
     The extra values (mask coefficients, keypoints) follow the ``4 + classes`` box and
-    class rows of a YOLOv8-style output, or the 6 leading values of an end-to-end row. A
-    YOLOv8-style output that stays on a device and offers ``decode_instances``
-    (``runners/torch_device.py``) is decoded there with the same steps and constants, and
-    its extra values stay there too.
+    class rows of a YOLOv8-style output (:func:`decode_frames`: on the device where the output
+    stays there), or the 6 leading values of an end-to-end row.
     """
-    on_device = getattr(output, 'decode_instances', None)
-    if on_device is not None and not end2end:
-        *found, extra = on_device(classes, params.confidence, params.iou,
-                                  params.max_detections, MAX_NMS_CANDIDATES, _CLASS_OFFSET)
-        return Detections(*found), extra
     if end2end:
         boxes, scores, class_ids, rows = decode_rows(output, params.confidence,
                                                      params.max_detections)
         return Detections(boxes, scores, class_ids), output[0][rows, ROW_VALUES:]
-    dets, anchors = decode_anchors(output, params, classes, buffers)
-    return dets, output[0][4 + classes:, anchors].T
+    return decode_frames(output, params, classes, buffers, extras=True)[0]
 
 
 #: The tracker parameters (done by a detection model's ROS outputs, on every task that
@@ -308,20 +288,15 @@ class DetectionTask:
                           params: DetectionParams) -> list[Detections] | None:
         """Every frame's :meth:`postprocess` from a batch's outputs at once; None: not here.
 
-        Only for outputs that stay on a device and decode a batch there in one go
-        (``runners/torch_device.py``: one filter, one copy back, each frame's NMS as alone),
+        Only for outputs that stay on a device and decode a batch there
+        (``runners/torch_device.py``: each frame as alone, one copy back),
         and only for this task's own ``postprocess`` (segment and pose read more than boxes)
         on the YOLOv8 layout (NMS-free rows are decoded on the host).
         """
-        on_device = getattr(outputs[0], 'decode_detections_batch', None)
-        if on_device is None or self.end2end is not False \
+        if getattr(outputs[0], 'decode_ops', None) is None or self.end2end is not False \
                 or type(self).postprocess is not DetectionTask.postprocess:
             return None
-        found = on_device(params.confidence, params.iou, params.max_detections,
-                          MAX_NMS_CANDIDATES, _CLASS_OFFSET)
-        results = []
-        for meta, arrays in zip(metas, found):
-            dets = Detections(*arrays)
+        results = [dets for dets, _ in decode_frames(outputs[0], params)]
+        for meta, dets in zip(metas, results):
             meta.to_source(dets.boxes)
-            results.append(dets)
         return results

@@ -24,7 +24,7 @@ from vision_nodes.runners.torch_device import DeviceInput, DeviceOutput  # noqa:
 from vision_nodes.runners.torch_graphs import GraphReplay  # noqa: E402
 from vision_nodes.runners.torch_runner import TorchRunner  # noqa: E402
 from vision_nodes.tasks.detect import (  # noqa: E402
-    _CLASS_OFFSET, MAX_NMS_CANDIDATES, DetectionParams, decode)
+    MAX_NMS_CANDIDATES, DetectionParams, decode, decode_frames, decode_instances)
 from vision_nodes.tasks.preprocess import prepare, prepare_u8  # noqa: E402
 
 CPU = torch.device('cpu')
@@ -101,16 +101,14 @@ def test_a_batch_decoded_on_the_device_equals_each_frame_decoded_alone():
     frames = [_yolo_like_output(rng, candidates=n) for n in (30, 0, MAX_NMS_CANDIDATES + 500)]
     batch = DeviceOutput(torch.from_numpy(np.concatenate(frames)))
     for params in (PARAMS, DetectionParams(0.5, 0.7, 20)):
-        found = batch.decode_detections_batch(params.confidence, params.iou,
-                                              params.max_detections, MAX_NMS_CANDIDATES,
-                                              _CLASS_OFFSET)
+        found = [dets for dets, _ in decode_frames(batch, params)]
         assert len(found) == len(frames)
-        for (boxes, scores, class_ids), frame in zip(found, frames):
+        for dets, frame in zip(found, frames):
             host = decode(frame, params)
-            np.testing.assert_array_equal(class_ids, host.class_ids)
-            np.testing.assert_array_equal(scores, host.scores)
-            np.testing.assert_array_equal(boxes, host.boxes)
-        assert len(found[1][0]) == 0 and len(found[0][0]) > 0
+            np.testing.assert_array_equal(dets.class_ids, host.class_ids)
+            np.testing.assert_array_equal(dets.scores, host.scores)
+            np.testing.assert_array_equal(dets.boxes, host.boxes)
+        assert len(found[1]) == 0 and len(found[0]) > 0
 
 
 def test_device_output_reads_back_as_an_array():
@@ -309,12 +307,11 @@ def test_a_frame_without_detections_gives_no_masks_on_the_device():
     rng = np.random.default_rng(5)
     pred = DeviceOutput(torch.from_numpy(rng.uniform(0, 0.2, (1, 4 + 80 + 32, 300))
                                          .astype(np.float32)))
-    boxes, scores, class_ids, coefficients = pred.decode_instances(
-        80, 0.25, 0.45, 300, MAX_NMS_CANDIDATES, _CLASS_OFFSET)
-    assert boxes.shape == (0, 4) and scores.shape == (0,) and class_ids.dtype == np.int64
-    assert coefficients.shape == (0, 32)
+    dets, coefficients = decode_instances(pred, PARAMS, 80, False)
+    assert dets.boxes.shape == (0, 4) and dets.scores.shape == (0,)
+    assert dets.class_ids.dtype == np.int64 and coefficients.shape == (0, 32)
     protos = DeviceOutput(torch.zeros((1, 32, 16, 20)))
-    masks, kept = protos.instance_masks(coefficients, boxes, (64, 80), (0, 4, 80, 56),
+    masks, kept = protos.instance_masks(coefficients, dets.boxes, (64, 80), (0, 4, 80, 56),
                                         (70, 100))
     assert masks.shape == (0, 70, 100) and masks.dtype == bool and kept.shape == (0,)
 
@@ -328,21 +325,19 @@ def cv2_blur(planes: np.ndarray) -> np.ndarray:
 
 def test_instances_decoded_on_the_device_equal_the_host_decode():
     """The detections and each one's extra rows (coefficients), top-k included."""
-    from vision_nodes.tasks.detect import decode_instances
-
     rng = np.random.default_rng(11)
     for candidates in (0, 40, MAX_NMS_CANDIDATES + 200):
         output = _yolo_like_output(rng, classes=80, candidates=candidates)
         extra = rng.normal(0, 1, (1, 32, output.shape[2])).astype(np.float32)
         output = np.concatenate([output, extra], axis=1)
         want, want_extra = decode_instances(output, PARAMS, 80, False)
-        *found, got_extra = DeviceOutput(torch.from_numpy(output)).decode_instances(
-            80, PARAMS.confidence, PARAMS.iou, PARAMS.max_detections, MAX_NMS_CANDIDATES,
-            _CLASS_OFFSET)
-        assert len(found[0]) == len(want) and (len(want) > 0) == (candidates > 0)
-        np.testing.assert_array_equal(found[0], want.boxes)
-        np.testing.assert_array_equal(found[1], want.scores)
-        np.testing.assert_array_equal(found[2], want.class_ids)
+        found, got_extra = decode_instances(DeviceOutput(torch.from_numpy(output)), PARAMS, 80,
+                                            False)
+        assert isinstance(got_extra, DeviceOutput)  # the coefficients stay on the device
+        assert len(found) == len(want) and (len(want) > 0) == (candidates > 0)
+        np.testing.assert_array_equal(found.boxes, want.boxes)
+        np.testing.assert_array_equal(found.scores, want.scores)
+        np.testing.assert_array_equal(found.class_ids, want.class_ids)
         np.testing.assert_array_equal(np.asarray(got_extra), want_extra)
 
 

@@ -24,6 +24,7 @@ from ultralytics_reference import (mask_iou, match_reference, predict, result_ma
 from vision_nodes.manifest import ManifestError  # noqa: E402
 from vision_nodes.tasks import parse_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
+from vision_nodes.tasks import decode_buffers  # noqa: E402
 from vision_nodes.tasks import detect as detect_module  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams, DetectionTask  # noqa: E402
 from vision_nodes.tasks.end2end import decode_rows  # noqa: E402
@@ -134,7 +135,7 @@ def test_nms_is_not_run_for_end2end_rows(pipelines, images, monkeypatch, task):
     def refuse(*_args, **_kwargs):
         raise AssertionError('NMS ran')
 
-    monkeypatch.setattr(detect_module, 'nms', refuse)
+    monkeypatch.setattr(decode_buffers, 'nms', refuse)
     result = pipelines[task, 'cpu'].process(images['bus.jpg'], 'bgr8', _params('bus.jpg'))
     assert len(result) == 8
     anchors = np.zeros((1, 84, 8400), np.float32)

@@ -18,9 +18,9 @@ pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 
 import cv2  # noqa: E402
 
-from detection_match import iou  # noqa: E402
 from ultralytics_reference import (mask_iou, match_reference, predict, result_masks,  # noqa: E402,E501
                                    source_masks, whole_masks)
+from vision_nodes.boxes import pairwise_iou  # noqa: E402
 from vision_nodes.manifest import ManifestError  # noqa: E402
 from vision_nodes.tasks import parse_manifest, resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
@@ -209,7 +209,8 @@ def _confident_pairs(a: Detections, b: Detections, min_score: float = 0.5):
     """(i, j): each confident detection of ``a`` and its same-class IoU >= 0.9 match in ``b``."""
     pairs = []
     for i in np.flatnonzero(a.scores >= min_score):
-        overlap = np.where(b.class_ids == a.class_ids[i], iou(a.boxes[i], b.boxes), 0.0)
+        iou = pairwise_iou(a.boxes[i:i + 1], b.boxes)[0]
+        overlap = np.where(b.class_ids == a.class_ids[i], iou, 0.0)
         assert overlap.max() >= 0.9, (i, a.boxes[i], b.boxes)
         pairs.append((int(i), int(overlap.argmax())))
     assert pairs
