@@ -9,8 +9,8 @@ the model's definition, the backend, the type, the runtime, the device, the cali
 validation images: a cached engine keeps its number and a later configure only reads it.
 
 The manifest's ``accuracy`` budget then decides (``AccuracyBudget``): within it, the model
-runs; below it, ``precision: auto`` takes fp32 instead (the fp32 model already loaded for
-the measurement), an explicit precision runs with one warning, or is refused with
+runs; below it, ``precision: auto`` loads and runs the fp32 model instead, an explicit
+precision runs with one warning, or is refused with
 ``strict``. When no validation set can be had the precision runs unmeasured, with one line
 saying why (refused with ``strict``).
 """
