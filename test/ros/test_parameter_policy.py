@@ -90,9 +90,9 @@ def test_start_up_value_wins_over_the_manifest(context, manifests):
 
 
 def test_outputs_declare_their_own_ros_switches():
-    """publish_camera_info is the depth outputs' switch, 3D and annotated the detection
-    outputs' (segment and pose inherit them), not settings of the ROS-free tasks; the typed
-    switches have the specs' defaults."""
+    """publish_camera_info is the depth outputs' switch, 3D, markers and annotated the
+    detection outputs' (segment and pose inherit them), not settings of the ROS-free tasks;
+    the typed switches have the specs' defaults."""
     from dataclasses import asdict
 
     from vision_nodes.ros.outputs.detection_switches import DetectionSwitches
@@ -100,7 +100,8 @@ def test_outputs_declare_their_own_ros_switches():
 
     assert [s.name for s in output_switches('depth')] == ['publish_camera_info']
     assert 'publish_camera_info' not in {s.name for s in DepthTask.params}
-    switches = ['depth_source', 'depth_topic', 'depth_slop', 'publish_annotated']
+    switches = ['depth_source', 'depth_topic', 'depth_slop', 'publish_markers',
+                'publish_annotated']
     for task in ('detect', 'segment', 'pose'):
         assert [s.name for s in output_switches(task)] == switches
         assert not set(switches) & {s.name for s in task_class(task).params}
