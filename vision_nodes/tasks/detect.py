@@ -255,7 +255,7 @@ class DetectionTask:
             self._settle_layout(True)
             return
         if len(first) != 3 or first[0] != 1 or first[1] < 5 or first[2] < 1 or \
-                row_extra(first) is not None:
+                row_extra(first, 4 + len(labels) if labels else None) is not None:
             shown = 'x'.join(map(str, first)) or 'nothing'
             raise ManifestError(
                 f'{where}: the model outputs {shown}, not a detector output: (1, 4 + classes, '

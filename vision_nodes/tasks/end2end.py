@@ -9,7 +9,9 @@ YOLOv8-style layout ``(1, 4 + classes + extra, anchors)`` is :func:`.detect.deco
 
 The two are told apart by shape: a row holds ``6 + extra`` values, while the anchors of a
 YOLOv8-style output number 21 per 32 x 32 pixels of input (strides 8, 16, 32), never 6 + the
-extra values of a task (6, 6 + 32 mask coefficients, 6 + 17 x 3 keypoints).
+extra values of a task (6, 6 + 32 mask coefficients, 6 + 17 x 3 keypoints). A YOLOv8-style
+output of a 32 x 32 input (1, 84, 21) has the shape of rows too: where the class count is
+known, it decides (:func:`row_extra`).
 """
 
 from __future__ import annotations
@@ -28,14 +30,18 @@ def is_end2end(shape: Sequence[int], extra: int) -> bool:
             and shape[2] == ROW_VALUES + extra)
 
 
-def row_extra(shape: Sequence[int]) -> int | None:
+def row_extra(shape: Sequence[int], anchor_rows: int | None = None) -> int | None:
     """Return the extra values per row of an NMS-free ``shape``, else None.
 
     The shape must be (1, rows, 6 + extra) with more rows than values: a top-k of up to 300
-    rows, while a YOLOv8-style output has more anchors than values. Tasks use it before the
-    extra count is known, and to refuse rows whose count of values fits no layout.
+    rows, while a YOLOv8-style output has more anchors than values, but for a small input
+    (21 anchors at 32 x 32). ``anchor_rows``, the rows a YOLOv8-style output of the model has
+    (4 + classes + the task's extra rows) where the class count is known, settles that: a
+    shape of that many rows is anchors. Tasks use it before the extra count is known, and to
+    refuse rows whose count of values fits no layout.
     """
-    if len(shape) != 3 or shape[0] != 1 or shape[2] < ROW_VALUES or shape[1] <= shape[2]:
+    if len(shape) != 3 or shape[0] != 1 or shape[2] < ROW_VALUES or shape[1] <= shape[2] \
+            or shape[1] == anchor_rows:
         return None
     return int(shape[2]) - ROW_VALUES
 

@@ -120,10 +120,12 @@ class OrientedBoxTask(DetectionTask):
                 f"{', '.join(repr(clip(n, 40)) for n in output_names[:4]) or 'none'}")
         self._at = list(output_names).index('output0') if output_names is not None else 0
         first = tuple(output_shapes[self._at]) if output_shapes else ()
-        if row_extra(first) == 1:
+        anchor_rows = 5 + len(labels) if labels else None
+        if row_extra(first, anchor_rows) == 1:
             self._settle_layout(True)
             return
-        if len(first) != 3 or first[0] != 1 or first[1] < 6 or row_extra(first) is not None:
+        if len(first) != 3 or first[0] != 1 or first[1] < 6 or \
+                row_extra(first, anchor_rows) is not None:
             shown = 'x'.join(map(str, first)) or 'nothing'
             raise ManifestError(
                 f'{where}: the model outputs {shown}, not an oriented-box output (1, 4 + '

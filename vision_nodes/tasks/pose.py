@@ -146,14 +146,19 @@ class PoseTask(DetectionTask):
                 f"{', '.join(repr(clip(n, 40)) for n in output_names[:4]) or 'none'}")
         self._at = list(output_names).index('output0') if output_names is not None else 0
         first = tuple(output_shapes[self._at]) if output_shapes else ()
-        rows = self._row_layout(row_extra(first))
+        classes = len(labels) if labels else self._classes
+        # Known classes and listed keypoints say how many rows anchors have (at 32 x 32 pixels
+        # fewer anchors than rows: the shape of NMS-free rows).
+        known = [4 + classes + len(self._listed) * dims for dims in (3, 2)] \
+            if classes and self._listed else []
+        extra = row_extra(first, first[1] if first[1:2] and first[1] in known else None)
+        rows = self._row_layout(extra)
         if rows is not None:
             self._settle_layout(True)
             self._settle_names(*rows)
             return
-        classes = len(labels) if labels else self._classes
         layout = self._layout(first[1], classes) if len(first) == 3 and first[0] == 1 and \
-            row_extra(first) is None else None
+            extra is None else None
         if layout is None:
             shown = 'x'.join(map(str, first)) or 'nothing'
             listed = f'{len(self._listed)} keypoints (`keypoints`)' if self._listed else \

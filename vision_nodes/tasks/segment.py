@@ -233,8 +233,8 @@ class SegmentationTask(DetectionTask):
         if len(protos) == 4 and protos[0] == 1 and is_end2end(pred, protos[1]):
             self._settle_layout(True)
             return
-        if len(protos) != 4 or protos[0] != 1 or len(pred) != 3 or \
-                pred[1] - 4 - protos[1] < 1 or row_extra(pred) is not None:
+        if len(protos) != 4 or protos[0] != 1 or len(pred) != 3 or pred[1] - 4 - protos[1] < 1 \
+                or row_extra(pred, 4 + len(labels) + protos[1] if labels else None) is not None:
             raise ManifestError(
                 f"{where}: outputs {'x'.join(map(str, pred))} and "
                 f"{'x'.join(map(str, protos))} are not predictions (1, 4 + classes + masks, "

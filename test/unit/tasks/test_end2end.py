@@ -224,6 +224,40 @@ def test_layouts_are_told_apart_by_shape():
     assert pose.end2end is False
 
 
+def test_a_small_input_is_anchors_when_the_class_count_says_so():
+    """At 32 x 32 a YOLOv8-style output has 21 anchors, fewer than its rows: (1, 84, 21) has
+    the shape of NMS-free rows. The known class count decides (it was refused as "not a
+    detector output"; pose also needs its keypoints listed); without, the larger dimension
+    still does."""
+    labels = [f'c{i}' for i in range(80)]
+    task = _task(DetectionTask)
+    task.check_model([(1, 84, 21)], labels)
+    assert task.end2end is False
+    with pytest.raises(ManifestError, match='outputs 1x84x21, not a detector output'):
+        _task(DetectionTask).check_model([(1, 84, 21)], [])
+    segment = _task(SegmentationTask)
+    segment.check_model([(1, 116, 21), (1, 32, 8, 8)], labels, ['output0', 'output1'])
+    assert segment.end2end is False
+    pose = _task(PoseTask, keypoints=list(COCO_KEYPOINTS))
+    pose.check_model([(1, 56, 21)], ['person'], ['output0'])
+    assert pose.end2end is False and pose.names == COCO_KEYPOINTS
+
+
+def test_yolov8n_exported_at_32_pixels_detects(model_dir, engine_cache_dir, bus_bgr):
+    """The real export at input_size 32 (output 1x84x21) configures and runs on ONNX Runtime."""
+    manifest = parse_manifest({'name': 'yolov8n_32', 'task': 'detect', 'input_size': 32,
+                               'weights': str(model_dir / 'yolov8n.pt'), 'backends': ['onnx']})
+    model = build_pipeline(manifest, 'onnx', cache_dir=engine_cache_dir, precision='fp32')
+    try:
+        assert model.task.end2end is False
+        tensor, _ = model.task.preprocess(bus_bgr, 'bgr8', (32, 32))
+        assert np.shape(model.runner.infer(tensor)[0]) == (1, 84, 21)
+        dets = model.process(bus_bgr, 'bgr8', DetectionParams(0.01, 0.45, 300))
+        assert dets.boxes.shape[1] == 4 and np.all(dets.class_ids < 80)
+    finally:
+        model.close()
+
+
 @pytest.fixture(scope='module')
 def ultralytics_onnx(weights):
     """Ultralytics' own NMS-free ONNX exports (``nms=False``, static 640 x 640) of the .pt."""
