@@ -72,11 +72,20 @@ class Preprocessing:
 
 @dataclass(frozen=True)
 class Thresholds:
-    """Default post-processing thresholds; node parameters override them."""
+    """Detection's post-processing thresholds; node parameters override them.
+
+    The one place of their defaults (and, in :data:`THRESHOLD_RANGES`, their ranges): the
+    detection task's parameters (``tasks.detect``) read them too.
+    """
 
     confidence: float = 0.25
     iou: float = 0.45
     max_detections: int = 300
+
+
+#: Each threshold's accepted values, in a manifest and as a live parameter.
+THRESHOLD_RANGES = {'confidence': (0.0, 1.0), 'iou': (0.0, 1.0),
+                    'max_detections': (1, MAX_DETECTIONS)}
 
 
 @dataclass(frozen=True)
@@ -304,14 +313,16 @@ def _parse_thresholds(source: str, data: Any) -> Thresholds:
     kwargs: dict[str, Any] = {}
     for key in ('confidence', 'iou'):
         if key in data:
-            kwargs[key] = _number(source, f'thresholds.{key}', data[key], 0.0, 1.0,
-                                  'a number in 0..1')
+            low, high = THRESHOLD_RANGES[key]
+            kwargs[key] = _number(source, f'thresholds.{key}', data[key], low, high,
+                                  f'a number in {low:g}..{high:g}')
     if 'max_detections' in data:
         value = _expect(source, 'thresholds.max_detections', data['max_detections'], int,
                         'a positive integer')
-        if not 1 <= value <= MAX_DETECTIONS:
-            raise _fail(source, 'thresholds.max_detections',
-                        f'{show(value)} is outside 1..{MAX_DETECTIONS}')
+        low, high = THRESHOLD_RANGES['max_detections']
+        if not low <= value <= high:
+            raise _fail(source, 'thresholds.max_detections', f'{show(value)} is outside '
+                        f'{low}..{high}')
         kwargs['max_detections'] = value
     return Thresholds(**kwargs)
 

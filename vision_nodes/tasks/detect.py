@@ -14,14 +14,15 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from ..limits import MAX_DETECTIONS
-from ..manifest import ManifestError, ModelManifest
+from ..manifest import THRESHOLD_RANGES, ManifestError, ModelManifest, Thresholds
 from ..param_spec import ParamSpec
 from ..tracking import TRACKERS, check_tracker, check_tracker_config
 from .decode_buffers import DecodeBuffers, PerThreadBuffers
 from .end2end import ROW_VALUES, decode_rows, is_end2end, row_extra
 from .preprocess import LetterboxMeta, prepare_input
 
+#: The thresholds' defaults, the manifest's (``thresholds``: :class:`~..manifest.Thresholds`).
+DEFAULTS = Thresholds()
 #: Offset that separates classes for batched NMS (larger than any image side).
 CLASS_OFFSET = 7680.0
 #: At most this many candidates (highest scores first) enter NMS.
@@ -78,9 +79,9 @@ class DetectionParams:
     annotated image) are declared by the outputs (``ros/outputs/detection_switches.py``).
     """
 
-    confidence: float = 0.25
-    iou: float = 0.45
-    max_detections: int = 300
+    confidence: float = DEFAULTS.confidence
+    iou: float = DEFAULTS.iou
+    max_detections: int = DEFAULTS.max_detections
     tracker: str = 'none'
     tracker_config: str = ''
 
@@ -171,15 +172,16 @@ class DetectionTask:
 
     name: ClassVar[str] = 'detect'
     params: ClassVar[tuple[ParamSpec, ...]] = (
-        ParamSpec('confidence_threshold', 0.25,
+        ParamSpec('confidence_threshold', DEFAULTS.confidence,
                   'Minimum class score for a detection to be published.',
-                  float_range=(0.0, 1.0), applies='live'),
-        ParamSpec('iou_threshold', 0.45,
+                  float_range=THRESHOLD_RANGES['confidence'], applies='live'),
+        ParamSpec('iou_threshold', DEFAULTS.iou,
                   'IoU above which non-maximum suppression drops the lower-scoring box of a '
-                  'class (NMS-free models, such as YOLO26, run none).', float_range=(0.0, 1.0),
-                  applies='live'),
-        ParamSpec('max_detections', 300, 'Most detections published per image.',
-                  int_range=(1, MAX_DETECTIONS), applies='live'),
+                  'class (NMS-free models, such as YOLO26, run none).',
+                  float_range=THRESHOLD_RANGES['iou'], applies='live'),
+        ParamSpec('max_detections', DEFAULTS.max_detections,
+                  'Most detections published per image.',
+                  int_range=THRESHOLD_RANGES['max_detections'], applies='live'),
     ) + TRACKER_PARAMS
 
     @classmethod
