@@ -67,6 +67,19 @@ class Backend:
 
 _TORCH = ('vision_nodes.runners.torch_runner', 'TorchRunner')
 
+#: ONNX Runtime's execution providers: each value of the ``execution_provider`` setting ->
+#: the provider's name ('' also means cpu).
+EXECUTION_PROVIDERS = {
+    'auto': 'auto',
+    'cpu': 'CPUExecutionProvider',
+    'cuda': 'CUDAExecutionProvider',
+    'tensorrt': 'TensorrtExecutionProvider',
+    'openvino': 'OpenVINOExecutionProvider',
+    'rocm': 'ROCMExecutionProvider',
+    'migraphx': 'MIGraphXExecutionProvider',
+    'coreml': 'CoreMLExecutionProvider',
+    'directml': 'DmlExecutionProvider',
+}
 #: name -> row, in the order the backends are listed to users.
 BACKENDS: dict[str, Backend] = {row.name: row for row in (
     Backend('cpu', _TORCH, 'PyTorch', ('fp32',), _PYTORCH, ('default', 'cpu')),
@@ -74,8 +87,7 @@ BACKENDS: dict[str, Backend] = {row.name: row for row in (
     Backend('rocm', _TORCH, 'PyTorch', ('fp32', 'fp16'), _PYTORCH, ('default', 'gpu')),
     Backend('onnx', ('vision_nodes.runners.onnx_runner', 'OnnxRunner'), 'ONNX Runtime',
             ('fp32', 'fp16'), _PYTORCH + ('onnx',), _ALL_DEVICES,
-            execution_providers=('auto', 'cpu', 'cuda', 'tensorrt', 'openvino', 'rocm',
-                                 'migraphx', 'coreml', 'directml'),
+            execution_providers=tuple(EXECUTION_PROVIDERS),
             precision_note='fp16 on GPU execution providers and OpenVINO, not the CPU',
             artifact='onnx', plan='vision_nodes.runners.onnx_providers'),
     Backend('tensorrt', ('vision_nodes.runners.tensorrt_runner', 'TensorRTRunner'),

@@ -52,6 +52,7 @@ from .tensorrt_log import _make_logger, log_route, tensorrt_logger  # noqa: F401
 from .tensorrt_calibrator import entropy_calibrator
 from .types import (BUILD_FACTS, ENGINE_SUFFIX, Profile, engine_file_name,  # noqa: F401
                     nhwc_profile, rect_profile, static_profile, workspace_bytes)
+from ..backends import EXECUTION_PROVIDERS
 from ..limits import MAX_TENSORRT_TIMING_CACHE_BYTES
 from ..platform.cuda import GpuInfo
 from ..text import clip, show_path
@@ -455,7 +456,7 @@ def onnx_labels(onnx_bytes: bytes) -> list[str] | None:
             import onnxruntime
         except ImportError:
             return None
-        session = onnxruntime.InferenceSession(onnx_bytes, providers=['CPUExecutionProvider'])
+        session = onnxruntime.InferenceSession(onnx_bytes, providers=[EXECUTION_PROVIDERS['cpu']])
         meta = session.get_modelmeta().custom_metadata_map
     except Exception:  # noqa: BLE001 - TensorRT's parser reports a broken model
         return None

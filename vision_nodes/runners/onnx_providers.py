@@ -35,31 +35,16 @@ from typing import Any, Callable, Sequence
 
 from ..artifacts.cache import ArtifactCache, cache_key, entries_alike
 from ..artifacts.types import workspace_bytes
-from ..backends import BACKENDS
+from ..backends import EXECUTION_PROVIDERS
 from ..platform import cuda
 from ..platform.devices import Device, DeviceError, openvino_device, require_device
 from ..text import clip
 from .base import RunnerError
 
-#: Short names accepted by the ``execution_provider`` parameter ('' also means cpu).
-EXECUTION_PROVIDERS = {
-    'auto': 'auto',
-    'cpu': 'CPUExecutionProvider',
-    'cuda': 'CUDAExecutionProvider',
-    'tensorrt': 'TensorrtExecutionProvider',
-    'openvino': 'OpenVINOExecutionProvider',
-    'rocm': 'ROCMExecutionProvider',
-    'migraphx': 'MIGraphXExecutionProvider',
-    'coreml': 'CoreMLExecutionProvider',
-    'directml': 'DmlExecutionProvider',
-}
-assert tuple(EXECUTION_PROVIDERS) == BACKENDS['onnx'].execution_providers  # the table's names
-
-CPU = 'CPUExecutionProvider'
-CUDA = 'CUDAExecutionProvider'
-TENSORRT = 'TensorrtExecutionProvider'
-OPENVINO = 'OpenVINOExecutionProvider'
-ROCM = 'ROCMExecutionProvider'
+#: The providers' names (the backend table's :data:`~vision_nodes.backends.EXECUTION_PROVIDERS`).
+CPU, CUDA, TENSORRT, OPENVINO, ROCM, MIGRAPHX, COREML, DIRECTML = (
+    EXECUTION_PROVIDERS[name] for name in ('cpu', 'cuda', 'tensorrt', 'openvino', 'rocm',
+                                           'migraphx', 'coreml', 'directml'))
 #: ONNX Runtime release that removed the ROCm execution provider (AMD GPUs: MIGraphX).
 ROCM_REMOVED = (1, 23)
 #: Session config entry that makes session creation fail if any node would run on the CPU.
@@ -68,22 +53,19 @@ NO_CPU_FALLBACK = 'session.disable_cpu_ep_fallback'
 CPU_FALLBACK_REFUSED = 'fallback to CPU EP has been explicitly disabled'
 
 #: ``execution_provider: auto`` tries the ones this build has in this order.
-AUTO_ORDER = (TENSORRT, 'CUDAExecutionProvider', 'ROCMExecutionProvider',
-              'MIGraphXExecutionProvider', 'CoreMLExecutionProvider', 'DmlExecutionProvider',
-              OPENVINO, CPU)
+AUTO_ORDER = (TENSORRT, CUDA, ROCM, MIGRAPHX, COREML, DIRECTML, OPENVINO, CPU)
 
 #: Providers that take a GPU index as ``device_id``.
-DEVICE_ID_PROVIDERS = (TENSORRT, 'CUDAExecutionProvider', 'ROCMExecutionProvider',
-                       'MIGraphXExecutionProvider', 'DmlExecutionProvider')
+DEVICE_ID_PROVIDERS = (TENSORRT, CUDA, ROCM, MIGRAPHX, DIRECTML)
 
 #: Providers that get the graph taking the u8 image (``artifacts.onnx_u8_input``): on a GPU the
 #: upload is a quarter of the float tensor's and the conversion runs there. Not the CPU: there
 #: ONNX Runtime's Cast, Mul and Transpose over the image cost as much as the host's
 #: ``prepare`` (docs/benchmarks.md, "u8 input on ONNX Runtime").
-U8_INPUT_PROVIDERS = (TENSORRT, 'CUDAExecutionProvider')
+U8_INPUT_PROVIDERS = (TENSORRT, CUDA)
 
 #: Providers that can run ``precision: fp16``.
-FP16_PROVIDERS = DEVICE_ID_PROVIDERS + ('CoreMLExecutionProvider', OPENVINO)
+FP16_PROVIDERS = DEVICE_ID_PROVIDERS + (COREML, OPENVINO)
 
 
 def short_name(provider: str) -> str:

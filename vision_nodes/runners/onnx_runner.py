@@ -305,9 +305,9 @@ class OnnxRunner(Runner):
         if self._session is not None:
             providers = self._session.get_providers()
             info['providers'] = providers
-            info['device'] = 'cpu' if providers[0] == 'CPUExecutionProvider' else \
+            info['device'] = 'cpu' if providers[0] == CPU else \
                 (self.config.device or 'default')
-            if providers[0] == 'CPUExecutionProvider':
+            if providers[0] == CPU:
                 info.update(cpu_info().describe())
         info['model_path'] = str(self.model_path)
         info['input'] = f'u8 NHWC {TENSOR_ORDER}, pre-processing in the model' \
