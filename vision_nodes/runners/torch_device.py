@@ -197,17 +197,24 @@ class _DecodeOps:
     def __init__(self, tensor: Any) -> None:
         self.tensor = tensor
 
-    def frames(self, output: Any) -> list[Any]:
-        """Each frame of the ``(B, rows, anchors)`` (or ``(rows, anchors)``) output, float32."""
+    def frames(self, output: Any) -> Any:
+        """The ``(B, rows, anchors)`` output (of ``(rows, anchors)``: B = 1) in float32."""
         pred = self.tensor.float()
-        return list(pred[None] if pred.dim() == 2 else pred)
+        return pred[None] if pred.dim() == 2 else pred
 
     @staticmethod
-    def candidates(pred: Any, classes: int, confidence: float) -> tuple[Any, Any, Any]:
-        """(anchors, scores, class ids) of the anchors whose best class beats ``confidence``."""
-        scores, class_ids = pred[4:4 + classes].max(dim=0)
-        anchors = (scores > confidence).nonzero().squeeze(1)
-        return anchors, scores[anchors], class_ids[anchors]
+    def candidates(preds: Any, classes: int, confidence: float) -> list[tuple[Any, Any, Any]]:
+        """Each frame's (anchors, scores, class ids) whose best class beats ``confidence``.
+
+        One pass over the batch (one synchronisation for every frame's count).
+        """
+        torch = _torch()
+        scores, class_ids = preds[:, 4:4 + classes].max(dim=1)
+        frame, anchor = torch.nonzero(scores > confidence, as_tuple=True)
+        counts = torch.bincount(frame, minlength=len(preds)).tolist()
+        parts = (t.split(counts) for t in (anchor, scores[frame, anchor],
+                                           class_ids[frame, anchor]))
+        return list(zip(*parts))
 
     @staticmethod
     def corners(pred: Any, anchors: Any) -> Any:

@@ -16,7 +16,7 @@ whose :meth:`~PerThreadBuffers.get` gives each thread its own.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -54,9 +54,16 @@ class DecodeBuffers:
         """The frame a host output holds: ``(1, rows, anchors)`` or ``(rows, anchors)``."""
         return [output[0] if output.ndim == 3 else output]
 
-    def candidates(self, pred: np.ndarray, classes: int, confidence: float
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(anchors, float32 scores, class ids) of the anchors whose best class beats it."""
+    def candidates(self, preds: list[np.ndarray], classes: int, confidence: float
+                   ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each frame's (anchors, float32 scores, class ids) whose best class beats it.
+
+        One frame at a time, as the decode asks: the next one overwrites the buffers.
+        """
+        return (self._candidates(pred, classes, confidence) for pred in preds)
+
+    def _candidates(self, pred: np.ndarray, classes: int, confidence: float
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self._fit(pred, classes)
         class_scores = pred[4:4 + classes]
         np.max(class_scores, axis=0, out=self._scores)

@@ -86,25 +86,29 @@ class DetectionParams:
     tracker_config: str = ''
 
 
-def decode_yolo(pred: Any, classes: int, params: DetectionParams, ops: Any) -> tuple:
-    """The YOLOv8-style decode of one frame's ``(4 + classes + extra, anchors)`` output.
+def decode_yolo(preds: Any, classes: int, params: DetectionParams, ops: Any) -> list[tuple]:
+    """The YOLOv8-style decode of each frame's ``(4 + classes + extra, anchors)`` output.
 
-    Best class per anchor, the anchors above ``params.confidence``, at most
-    :data:`MAX_NMS_CANDIDATES` of them (the best), their boxes as corners, moved apart by
-    class id x :data:`CLASS_OFFSET` for one greedy NMS over all classes, cut to
+    Best class per anchor, the anchors above ``params.confidence`` (every frame's at once),
+    at most :data:`MAX_NMS_CANDIDATES` of them (the best), their boxes as corners, moved apart
+    by class id x :data:`CLASS_OFFSET` for one greedy NMS over all classes, cut to
     ``params.max_detections``. ``ops`` does each step where the output is: on the host in
     reused arrays (:class:`.decode_buffers.DecodeBuffers`), or on the device that keeps the
-    output (a runner's ``decode_ops``: ``runners/torch_device.py``). Returns the kept
+    output (a runner's ``decode_ops``: ``runners/torch_device.py``). Returns each frame's kept
     (boxes, scores, class ids, anchors), highest score first, as ``ops`` holds them.
     """
-    anchors, scores, class_ids = ops.candidates(pred, classes, params.confidence)
-    boxes = ops.corners(pred, anchors)
-    if scores.shape[0] > MAX_NMS_CANDIDATES:
-        top = ops.top(scores, MAX_NMS_CANDIDATES)
-        boxes, scores, class_ids, anchors = boxes[top], scores[top], class_ids[top], anchors[top]
-    keep = ops.nms(ops.shifted(boxes, class_ids, CLASS_OFFSET), scores, params.iou,
-                   params.max_detections)
-    return boxes[keep], scores[keep], class_ids[keep], anchors[keep]
+    kept = []
+    found = ops.candidates(preds, classes, params.confidence)
+    for pred, (anchors, scores, class_ids) in zip(preds, found):
+        boxes = ops.corners(pred, anchors)
+        if scores.shape[0] > MAX_NMS_CANDIDATES:
+            top = ops.top(scores, MAX_NMS_CANDIDATES)
+            boxes, scores, class_ids, anchors = \
+                boxes[top], scores[top], class_ids[top], anchors[top]
+        keep = ops.nms(ops.shifted(boxes, class_ids, CLASS_OFFSET), scores, params.iou,
+                       params.max_detections)
+        kept.append((boxes[keep], scores[keep], class_ids[keep], anchors[keep]))
+    return kept
 
 
 def decode_frames(output: Any, params: DetectionParams, classes: int | None = None,
@@ -124,7 +128,7 @@ def decode_frames(output: Any, params: DetectionParams, classes: int | None = No
     if preds[0].shape[0] < 5:
         raise ValueError(f'detection output of shape {output.shape} has no class scores')
     count = preds[0].shape[0] - 4 if classes is None else classes
-    found = [decode_yolo(pred, count, params, ops) for pred in preds]
+    found = decode_yolo(preds, count, params, ops)
     return [(Detections(*arrays), ops.extras(pred, count, kept[3]) if extras else kept[3])
             for arrays, kept, pred in zip(ops.to_host([f[:3] for f in found]), found, preds)]
 
