@@ -98,7 +98,7 @@ class OnnxModel:
     hit: bool | None
 
     def read(self) -> bytes:
-        """Return the model's bytes: the verified entry's, or the user's file read (bounded)."""
+        """Return the model's bytes: the verified entry's, or the user's file (bounded)."""
         if self.data is not None:
             return self.data
         from ..loaders import read_weights

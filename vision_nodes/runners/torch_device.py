@@ -198,7 +198,7 @@ class _DecodeOps:
         self.tensor = tensor
 
     def frames(self, output: Any) -> Any:
-        """The ``(B, rows, anchors)`` output (of ``(rows, anchors)``: B = 1) in float32."""
+        """Return the ``(B, rows, anchors)`` output (of ``(rows, anchors)``: B = 1) in float32."""
         pred = self.tensor.float()
         return pred[None] if pred.dim() == 2 else pred
 
@@ -218,24 +218,24 @@ class _DecodeOps:
 
     @staticmethod
     def corners(pred: Any, anchors: Any) -> Any:
-        """The candidates' centre/size boxes as corners (N, 4)."""
+        """Return the candidates' boxes, centre and size, as x1, y1, x2, y2: (N, 4)."""
         xywh = pred[:4, anchors].T
         half = xywh[:, 2:4] / 2
         return _torch().cat([xywh[:, 0:2] - half, xywh[:, 0:2] + half], dim=1)
 
     @staticmethod
     def top(scores: Any, count: int) -> Any:
-        """Indices of the ``count`` highest scores."""
+        """Return the indices of the ``count`` highest scores."""
         return scores.topk(count).indices
 
     @staticmethod
     def shifted(boxes: Any, class_ids: Any, offset: float) -> Any:
-        """The boxes moved apart by class (class id x ``offset``) for batched NMS."""
+        """Return the boxes moved apart by class (class id x ``offset``) for batched NMS."""
         return boxes + class_ids[:, None].to(boxes.dtype) * offset
 
     @staticmethod
     def nms(boxes: Any, scores: Any, iou: float, keep: int) -> Any:
-        """Indices kept by greedy NMS (torchvision's), highest score first, at most ``keep``."""
+        """Return the indices greedy NMS (torchvision's) keeps, highest first, at most ``keep``."""
         import torchvision
 
         return torchvision.ops.nms(boxes, scores, iou)[:keep]
@@ -254,5 +254,5 @@ class _DecodeOps:
 
     @staticmethod
     def extras(pred: Any, classes: int, anchors: Any) -> DeviceOutput:
-        """The rows after the class scores at ``anchors`` (N, extra), kept on the device."""
+        """Return the rows after the class scores at ``anchors`` (N, extra), on the device."""
         return DeviceOutput(pred[4 + classes:, anchors].T)

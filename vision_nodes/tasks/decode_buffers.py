@@ -51,7 +51,7 @@ class DecodeBuffers:
 
     @staticmethod
     def frames(output: np.ndarray) -> list[np.ndarray]:
-        """The frame a host output holds: ``(1, rows, anchors)`` or ``(rows, anchors)``."""
+        """Return the frame a host output holds: ``(1, rows, anchors)`` or ``(rows, anchors)``."""
         return [output[0] if output.ndim == 3 else output]
 
     def candidates(self, preds: list[np.ndarray], classes: int, confidence: float
@@ -79,7 +79,7 @@ class DecodeBuffers:
         return anchors, self._scores[anchors].astype(np.float32, copy=False), class_ids
 
     def corners(self, pred: np.ndarray, anchors: np.ndarray) -> np.ndarray:
-        """Return the candidates' centre/size boxes as float32 corners (count, 4), in buffers."""
+        """Return the candidates' boxes, centre and size, as float32 x1, y1, x2, y2: (count, 4)."""
         count = anchors.shape[0]
         xywh = self._xywh[:, :count]
         if pred.dtype == np.float32:
@@ -96,7 +96,7 @@ class DecodeBuffers:
 
     @staticmethod
     def top(scores: np.ndarray, count: int) -> np.ndarray:
-        """Indices of the ``count`` highest scores (in no order)."""
+        """Return the indices of the ``count`` highest scores (in no order)."""
         return np.argpartition(-scores, count)[:count]
 
     def shifted(self, boxes: np.ndarray, class_ids: np.ndarray, offset: float) -> np.ndarray:
@@ -108,7 +108,7 @@ class DecodeBuffers:
         return np.add(boxes, offsets[:, None], out=self._shifted[:count])
 
     def nms(self, boxes: np.ndarray, scores: np.ndarray, iou: float, keep: int) -> np.ndarray:
-        """Indices kept by greedy NMS, highest score first, at most ``keep``."""
+        """Return the indices greedy NMS keeps, highest score first, at most ``keep``."""
         return nms(boxes, scores, iou, keep, scratch=self.nms_scratch)
 
     @staticmethod
@@ -118,7 +118,7 @@ class DecodeBuffers:
 
     @staticmethod
     def extras(pred: np.ndarray, classes: int, anchors: np.ndarray) -> Any:
-        """The rows after the class scores (mask coefficients, keypoints) at ``anchors``."""
+        """Return the rows after the class scores (mask coefficients, keypoints) at ``anchors``."""
         return pred[4 + classes:, anchors].T
 
 

@@ -87,7 +87,7 @@ class DetectionParams:
 
 
 def decode_yolo(preds: Any, classes: int, params: DetectionParams, ops: Any) -> list[tuple]:
-    """The YOLOv8-style decode of each frame's ``(4 + classes + extra, anchors)`` output.
+    """Decode each frame's ``(4 + classes + extra, anchors)`` YOLOv8-style output.
 
     Best class per anchor, the anchors above ``params.confidence`` (every frame's at once),
     at most :data:`MAX_NMS_CANDIDATES` of them (the best), their boxes as corners, moved apart
