@@ -1,10 +1,8 @@
-"""Axis-aligned boxes: the one IoU, and whether two sets of detections agree.
+"""Axis-aligned boxes: the one IoU (NMS, accuracy, tests, benchmarks), and matching detections.
 
-:func:`pairwise_iou` is the IoU of NMS (:mod:`.tasks.nms`, into its reused arrays), of the
-accuracy measures, of the tests and of the benchmarks. :func:`unmatched` is how the tests and
-benchmarks say two runs found the same objects: reduced precisions and rect inference change
-scores a little, so detections near the threshold may come or go and equal-score boxes swap
-order; the comparison is on the confident detections, matched by class and IoU.
+:func:`unmatched` is how tests and benchmarks say two runs found the same objects: reduced
+precisions and rect inference move scores a little, so detections near the threshold come or
+go and equal-score boxes swap order; confident detections are matched by class and IoU.
 """
 
 from __future__ import annotations

@@ -103,8 +103,7 @@ def depth_range_problem(value: Any) -> str | None:
     A depth range limit (the manifest's ``depth.max_depth``, a model's own ``max_depth``)
     is a number, finite, > 0 and at most :data:`MAX_DEPTH_METRES`: a negative or zero one
     would turn every depth into NaN (or flip a relative map) without a word. One guard for
-    every place a depth range enters (the depth task's manifest block, the transformers
-    loader).
+    every place a depth range enters.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f'{show(value)} is not a number'

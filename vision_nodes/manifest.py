@@ -23,7 +23,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
@@ -38,8 +38,6 @@ from .yaml_safety import SAFE_LOADER, safe_yaml, yaml_problem  # noqa: F401
 
 #: Every backend name a manifest may list (the backend table's; ``auto`` is a setting's value).
 KNOWN_BACKENDS = BACKEND_NAMES
-#: Weight architectures (the backend table's).
-KNOWN_ARCHITECTURES = ARCHITECTURES
 COLOR_ORDERS = ('rgb', 'bgr')
 INTERPOLATIONS = ('linear', 'cubic')
 #: Multiple the input size must be of, per architecture, when the manifest gives no ``stride``:
@@ -199,6 +197,13 @@ def _expect(source: str, name: str, value: Any, types: type | tuple[type, ...],
     return value
 
 
+def choice(source: str, name: str, value: Any, choices: Sequence[str]) -> str:
+    """Return ``value`` when it is one of ``choices`` (strings), else raise naming them."""
+    if not isinstance(value, str) or value not in choices:
+        raise _fail(source, name, f"{show(value)} is not one of {', '.join(choices)}")
+    return value
+
+
 def _number(source: str, name: str, value: Any, low: float, high: float,
             what: str = 'a number') -> float:
     """Return a finite int or float within [low, high] as float (inf, nan, 1e999 refused)."""
@@ -212,12 +217,6 @@ def _number(source: str, name: str, value: Any, low: float, high: float,
     if not low <= number <= high:
         raise _fail(source, name, f'{show(value)} is outside {low:g}..{high:g}')
     return number
-
-
-def number(source: str, name: str, value: Any, low: float, high: float,
-           what: str = 'a number') -> float:
-    """Return a finite number within [low, high] (for task blocks; see :func:`_number`)."""
-    return _number(source, name, value, low, high, what)
 
 
 #: The helpers a task file parses its block with: one error format for every block.
@@ -252,18 +251,9 @@ def _parse_preprocessing(source: str, data: Any) -> Preprocessing:
         if not 0 <= pad <= 255:
             raise _fail(source, 'preprocessing.pad_value', f'{show(pad)} is outside 0..255')
         kwargs['pad_value'] = pad
-    if 'color_order' in data:
-        order = data['color_order']
-        if not isinstance(order, str) or order not in COLOR_ORDERS:
-            raise _fail(source, 'preprocessing.color_order',
-                        f"{show(order)} is not one of {', '.join(COLOR_ORDERS)}")
-        kwargs['color_order'] = order
-    if 'interpolation' in data:
-        value = data['interpolation']
-        if not isinstance(value, str) or value not in INTERPOLATIONS:
-            raise _fail(source, 'preprocessing.interpolation',
-                        f"{show(value)} is not one of {', '.join(INTERPOLATIONS)}")
-        kwargs['interpolation'] = value
+    for key, choices in (('color_order', COLOR_ORDERS), ('interpolation', INTERPOLATIONS)):
+        if key in data:
+            kwargs[key] = choice(source, f'preprocessing.{key}', data[key], choices)
     bound = MAX_PREPROCESSING_MAGNITUDE
     if 'scale' in data:
         scale = _number(source, 'preprocessing.scale', data['scale'], 0.0, bound)
@@ -405,9 +395,7 @@ def parse_generic(data: Any, source: str, path: Path | None,
             raise _fail(source, key, 'missing (required)')
 
     name = _parse_name(source, data['name'])
-    task = data['task']
-    if not isinstance(task, str) or task not in blocks:
-        raise _fail(source, 'task', f"{show(task)} is not one of {', '.join(blocks)}")
+    task = choice(source, 'task', data['task'], tuple(blocks))
     weights = _expect(source, 'weights', data['weights'], str, 'a path string')
     if not weights.strip():
         raise _fail(source, 'weights', 'must not be empty')
@@ -419,9 +407,7 @@ def parse_generic(data: Any, source: str, path: Path | None,
     if architecture is None:
         architecture = {'.onnx': 'onnx', '.xml': 'openvino'}.get(
             Path(weights).suffix.lower(), 'ultralytics')
-    if not isinstance(architecture, str) or architecture not in KNOWN_ARCHITECTURES:
-        raise _fail(source, 'architecture',
-                    f"{show(architecture)} is not one of {', '.join(KNOWN_ARCHITECTURES)}")
+    architecture = choice(source, 'architecture', architecture, ARCHITECTURES)
 
     stride = data.get('stride', DEFAULT_STRIDES[architecture])
     _expect(source, 'stride', stride, int, 'a positive integer')
@@ -568,10 +554,9 @@ def _exists(path: Path) -> bool:
 
 
 def resolve_manifest(model: str, search_dirs: list[Path] | None = None) -> ModelManifest:
-    """:func:`vision_nodes.tasks.registry.resolve_manifest`, for ``ros/parameters.py``.
+    """Transitional: the registry's, for ``ros/parameters.py`` until it imports that one.
 
-    Transitional: the node loads its manifests here until ``ros/`` imports the registry's
-    (the one upward import of this module, listed in test_import_graph.py).
+    The one upward import of this module (listed in test_import_graph.py).
     """
     from .tasks.registry import resolve_manifest as resolve
 

@@ -1,8 +1,7 @@
-"""YAML from untrusted files: refused shapes first, then PyYAML's safe loader; one-line errors.
+"""YAML from untrusted files (manifests, tracker configurations, metadata, start-up arguments).
 
-Manifests, tracker configurations, an OpenVINO model's ``metadata.yaml`` and the start-up
-arguments are read through here: anchors and aliases are refused, nesting and node count are
-bounded (:mod:`vision_nodes.limits`), and PyYAML's multi-line error text becomes one line.
+Anchors and aliases are refused, nesting and node count bounded (:mod:`vision_nodes.limits`)
+before PyYAML's safe loader runs, and its multi-line error text becomes one line.
 """
 
 from __future__ import annotations

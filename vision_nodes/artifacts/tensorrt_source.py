@@ -46,13 +46,11 @@ class EngineSource:
 
 def engine_source(chain: Any, manifest: 'ModelManifest', weights: Path, *,
                   fp16_graph: bool, u8_input: bool, tensorrt_version: str) -> EngineSource:
-    """Return the graph an engine is built from (its parents built by ``chain``, the cache's).
+    """Return the graph an engine is built from (its parents built by ``chain``, the asking one).
 
-    ``chain`` is the :class:`~.chain.ArtifactChain` asking (not imported here: the chain
-    imports this module). ``fp16_graph``: parse the fp16 conversion (TensorRT 11's fp16).
-    ``u8_input``: the task hands the u8 image, so take it where the model can. Raises
-    EngineBuildError for an fp16 conversion of a model with external weights, which the
-    conversion does not follow.
+    ``fp16_graph``: parse the fp16 conversion (TensorRT 11's fp16). ``u8_input``: the task
+    hands the u8 image, so take it where the model can. Raises EngineBuildError for an fp16
+    conversion of a model with external weights, which the conversion does not follow.
     """
     from . import tensorrt_build as tb
 

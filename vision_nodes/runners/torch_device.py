@@ -106,87 +106,6 @@ class DeviceInput:
             else (int(shape[2]), int(shape[3]))
 
 
-class DeviceOutput:
-    """A network output that stays on the device until asked for."""
-
-    def __init__(self, tensor: Any) -> None:
-        self.tensor = tensor
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The output's shape."""
-        return tuple(self.tensor.shape)
-
-    @property
-    def ndim(self) -> int:
-        """The output's number of dimensions."""
-        return self.tensor.dim()
-
-    def __getitem__(self, key: Any) -> 'DeviceOutput':
-        return DeviceOutput(self.tensor[key])
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        array = self.tensor.float().cpu().numpy()
-        return array if dtype is None else array.astype(dtype)
-
-    @property
-    def decode_ops(self) -> '_DecodeOps':
-        """The steps of ``tasks.detect.decode_yolo`` on this output's device."""
-        return _DecodeOps(self.tensor)
-
-    def instance_masks(self, coefficients: 'DeviceOutput', boxes: np.ndarray,
-                       network_shape: tuple[int, int], content: tuple[int, int, int, int],
-                       source_shape: tuple[int, int], chunk: int | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
-        """Prototypes ``(1, nm, mh, mw)`` -> (masks (M, H, W) bool in source pixels, kept).
-
-        ``coefficients`` (N, nm) and the xyxy ``boxes`` (network pixels) are the kept
-        detections'; ``content`` is the image's (left, top, width, height) inside the network
-        input, ``source_shape`` its (H, W). The host's steps (``tasks.segment``): logits
-        upsampled bilinearly (half-pixel centres, edges replicated) to the network input,
-        above 0 inside the box (x1 <= column < x2, y1 <= row < y2), the image's part resized
-        bilinearly to the source and above one half. A detection whose mask is empty at network
-        resolution is left out (``kept``: the indices of the others). ``chunk`` masks at a
-        time (default: as many as keep a chunk's float planes within ``MASK_CHUNK_PIXELS``,
-        at most 16) bound the device memory; the masks come back in one copy.
-        """
-        torch = _torch()
-        functional = torch.nn.functional
-        protos = self.tensor.float()
-        protos = protos[0] if protos.dim() == 4 else protos
-        nm, mh, mw = (int(v) for v in protos.shape)
-        height, width = network_shape
-        left, top, inner_w, inner_h = content
-        device = protos.device
-        count = len(boxes)
-        masks = torch.zeros((count,) + tuple(source_shape), dtype=torch.bool, device=device)
-        kept = torch.zeros(count, dtype=torch.bool, device=device)
-        columns = torch.arange(width, device=device, dtype=torch.float32)
-        rows = torch.arange(height, device=device, dtype=torch.float32)[:, None]
-        corners = torch.as_tensor(np.asarray(boxes, np.float32), device=device)
-        planes = protos.reshape(nm, mh * mw)
-        if chunk is None:
-            largest = max(height * width, int(source_shape[0]) * int(source_shape[1]), 1)
-            chunk = max(1, min(16, MASK_CHUNK_PIXELS // largest))
-        for start in range(0, count, chunk):
-            part = slice(start, min(start + chunk, count))
-            logits = (coefficients.tensor[part].float() @ planes).reshape(-1, 1, mh, mw)
-            up = functional.interpolate(logits, size=(height, width), mode='bilinear',
-                                        align_corners=False)[:, 0]
-            box = corners[part, :, None, None]
-            inside = ((columns >= box[:, 0]) & (columns < box[:, 2]) &
-                      (rows >= box[:, 1]) & (rows < box[:, 3]))
-            network = (up > 0) & inside
-            kept[part] = network.flatten(1).any(dim=1)
-            image = network[:, top:top + inner_h, left:left + inner_w].float()[:, None]
-            masks[part] = functional.interpolate(image, size=tuple(source_shape),
-                                                 mode='bilinear', align_corners=False)[:, 0] > 0.5
-        index = np.flatnonzero(kept.cpu().numpy())
-        if len(index) < count:  # some are empty: only the others come back
-            masks = masks[torch.as_tensor(index, device=device)]
-        return masks.cpu().numpy(), index
-
-
 class _DecodeOps:
     """Each step of the YOLOv8-style decode (``tasks.detect.decode_yolo``) in torch.
 
@@ -194,12 +113,10 @@ class _DecodeOps:
     torchvision's kernel; only the kept boxes come back, every frame's in one copy.
     """
 
-    def __init__(self, tensor: Any) -> None:
-        self.tensor = tensor
-
-    def frames(self, output: Any) -> Any:
+    @staticmethod
+    def frames(output: 'DeviceOutput') -> Any:
         """Return the ``(B, rows, anchors)`` output (of ``(rows, anchors)``: B = 1) in float32."""
-        pred = self.tensor.float()
+        pred = output.tensor.float()
         return pred[None] if pred.dim() == 2 else pred
 
     @staticmethod
@@ -253,6 +170,85 @@ class _DecodeOps:
                  part[:, 5].astype(np.int64)) for part in frames]
 
     @staticmethod
-    def extras(pred: Any, classes: int, anchors: Any) -> DeviceOutput:
+    def extras(pred: Any, classes: int, anchors: Any) -> 'DeviceOutput':
         """Return the rows after the class scores at ``anchors`` (N, extra), on the device."""
         return DeviceOutput(pred[4 + classes:, anchors].T)
+
+
+class DeviceOutput:
+    """A network output that stays on the device until asked for."""
+
+    #: The steps of ``tasks.detect.decode_yolo`` on the output's device.
+    decode_ops = _DecodeOps
+
+    def __init__(self, tensor: Any) -> None:
+        self.tensor = tensor
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The output's shape."""
+        return tuple(self.tensor.shape)
+
+    @property
+    def ndim(self) -> int:
+        """The output's number of dimensions."""
+        return self.tensor.dim()
+
+    def __getitem__(self, key: Any) -> 'DeviceOutput':
+        return DeviceOutput(self.tensor[key])
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self.tensor.float().cpu().numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def instance_masks(self, coefficients: 'DeviceOutput', boxes: np.ndarray,
+                       network_shape: tuple[int, int], content: tuple[int, int, int, int],
+                       source_shape: tuple[int, int], chunk: int | None = None
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Prototypes ``(1, nm, mh, mw)`` -> (masks (M, H, W) bool in source pixels, kept).
+
+        ``coefficients`` (N, nm) and the xyxy ``boxes`` (network pixels) are the kept
+        detections'; ``content`` is the image's (left, top, width, height) inside the network
+        input, ``source_shape`` its (H, W). The host's steps (``tasks.segment``): logits
+        upsampled bilinearly (half-pixel centres, edges replicated) to the network input,
+        above 0 inside the box (x1 <= column < x2, y1 <= row < y2), the image's part resized
+        bilinearly to the source and above one half. A detection whose mask is empty at network
+        resolution is left out (``kept``: the indices of the others). ``chunk`` masks at a
+        time (default: as many as keep a chunk's float planes within ``MASK_CHUNK_PIXELS``,
+        at most 16) bound the device memory; the masks come back in one copy.
+        """
+        torch = _torch()
+        functional = torch.nn.functional
+        protos = self.tensor.float()
+        protos = protos[0] if protos.dim() == 4 else protos
+        nm, mh, mw = (int(v) for v in protos.shape)
+        height, width = network_shape
+        left, top, inner_w, inner_h = content
+        device = protos.device
+        count = len(boxes)
+        masks = torch.zeros((count,) + tuple(source_shape), dtype=torch.bool, device=device)
+        kept = torch.zeros(count, dtype=torch.bool, device=device)
+        columns = torch.arange(width, device=device, dtype=torch.float32)
+        rows = torch.arange(height, device=device, dtype=torch.float32)[:, None]
+        corners = torch.as_tensor(np.asarray(boxes, np.float32), device=device)
+        planes = protos.reshape(nm, mh * mw)
+        if chunk is None:
+            largest = max(height * width, int(source_shape[0]) * int(source_shape[1]), 1)
+            chunk = max(1, min(16, MASK_CHUNK_PIXELS // largest))
+        for start in range(0, count, chunk):
+            part = slice(start, min(start + chunk, count))
+            logits = (coefficients.tensor[part].float() @ planes).reshape(-1, 1, mh, mw)
+            up = functional.interpolate(logits, size=(height, width), mode='bilinear',
+                                        align_corners=False)[:, 0]
+            box = corners[part, :, None, None]
+            inside = ((columns >= box[:, 0]) & (columns < box[:, 2]) &
+                      (rows >= box[:, 1]) & (rows < box[:, 3]))
+            network = (up > 0) & inside
+            kept[part] = network.flatten(1).any(dim=1)
+            image = network[:, top:top + inner_h, left:left + inner_w].float()[:, None]
+            masks[part] = functional.interpolate(image, size=tuple(source_shape),
+                                                 mode='bilinear', align_corners=False)[:, 0] > 0.5
+        index = np.flatnonzero(kept.cpu().numpy())
+        if len(index) < count:  # some are empty: only the others come back
+            masks = masks[torch.as_tensor(index, device=device)]
+        return masks.cpu().numpy(), index

@@ -1,12 +1,10 @@
 """The steps of the YOLOv8-style decode on the host, in arrays reused frame after frame.
 
-:func:`.detect.decode_yolo` says what the decode is; :class:`DecodeBuffers` does each of its
-steps on the host, into arrays kept for one output shape (one model at one input shape: rect
-inference changes the anchor count, and then they are allocated again): the class maximum of
-every anchor, the candidate mask, the candidates' boxes, their class-shifted copy for NMS and
-NMS's matrices. What the decode returns is always fresh: the next frame overwrites the
-buffers. (A runner whose outputs stay on a device does the same steps there:
-``runners/torch_device.py``.)
+:func:`.detect.decode_yolo` says what the decode is; :class:`DecodeBuffers` does each step on
+the host (a device does them in ``runners/torch_device.py``) into arrays kept for one output
+shape (rect inference changes the anchor count, and then they are allocated again): the
+class maximum of every anchor, the candidate mask, the candidates' boxes, their
+class-shifted copy for NMS and NMS's matrices. What the decode returns is always fresh.
 
 A buffer serves one decode at a time, while a batch's frames are decoded side by side on the
 frame pool's threads (``parallel.map_frames``): a task holds a :class:`PerThreadBuffers`,
@@ -16,7 +14,7 @@ whose :meth:`~PerThreadBuffers.get` gives each thread its own.
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -55,15 +53,9 @@ class DecodeBuffers:
         return [output[0] if output.ndim == 3 else output]
 
     def candidates(self, preds: list[np.ndarray], classes: int, confidence: float
-                   ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """Each frame's (anchors, float32 scores, class ids) whose best class beats it.
-
-        One frame at a time, as the decode asks: the next one overwrites the buffers.
-        """
-        return (self._candidates(pred, classes, confidence) for pred in preds)
-
-    def _candidates(self, pred: np.ndarray, classes: int, confidence: float
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Return the host frame's (anchors, float32 scores, class ids) whose class beats it."""
+        (pred,) = preds
         self._fit(pred, classes)
         class_scores = pred[4:4 + classes]
         np.max(class_scores, axis=0, out=self._scores)
@@ -76,7 +68,7 @@ class DecodeBuffers:
         # The anchors are valid indices: mode 'clip' only spares the copy 'raise' makes of out.
         np.take(class_scores, anchors, axis=1, out=candidates, mode='clip')
         class_ids = np.argmax(candidates, axis=0, out=self._class_ids[:count])
-        return anchors, self._scores[anchors].astype(np.float32, copy=False), class_ids
+        return [(anchors, self._scores[anchors].astype(np.float32, copy=False), class_ids)]
 
     def corners(self, pred: np.ndarray, anchors: np.ndarray) -> np.ndarray:
         """Return the candidates' boxes, centre and size, as float32 x1, y1, x2, y2: (count, 4)."""

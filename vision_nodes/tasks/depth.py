@@ -25,9 +25,8 @@ import cv2
 import numpy as np
 
 from ..limits import depth_range_problem
-from ..manifest import ModelManifest, check_keys, expect, field_error
+from ..manifest import ModelManifest, check_keys, choice, expect, field_error
 from ..param_spec import ParamSpec
-from ..text import show
 from .preprocess import LetterboxMeta, prepare_input
 
 DEPTH_KINDS = ('metric', 'relative')
@@ -97,14 +96,9 @@ def parse_depth_block(source: str, data: Any) -> DepthSpec:
                           'least `kind: metric` or `kind: relative`')
     expect(source, 'depth', data, dict, 'a mapping')
     check_keys(source, 'depth', data, ('kind', 'output', 'max_depth'))
-    kind = data.get('kind')
-    if not isinstance(kind, str) or kind not in DEPTH_KINDS:
-        raise field_error(source, 'depth.kind',
-                          f"{show(kind)} is not one of {', '.join(DEPTH_KINDS)}")
+    kind = choice(source, 'depth.kind', data.get('kind'), DEPTH_KINDS)
     output = data.get('output', 'depth' if kind == 'metric' else 'disparity')
-    if not isinstance(output, str) or output not in DEPTH_OUTPUTS:
-        raise field_error(source, 'depth.output',
-                          f"{show(output)} is not one of {', '.join(DEPTH_OUTPUTS)}")
+    output = choice(source, 'depth.output', output, DEPTH_OUTPUTS)
     if kind == 'metric' and output != 'depth':
         raise field_error(source, 'depth.output', 'a metric model must output depth in '
                           'metres (disparity in pixels would need the stereo baseline and '

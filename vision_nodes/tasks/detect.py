@@ -17,14 +17,14 @@ import numpy as np
 from ..manifest import THRESHOLD_RANGES, ManifestError, ModelManifest, Thresholds
 from ..param_spec import ParamSpec
 from ..tracking import TRACKERS, check_tracker, check_tracker_config
+from .base import default_values
 from .decode_buffers import DecodeBuffers, PerThreadBuffers
 from .end2end import ROW_VALUES, decode_rows, is_end2end, row_extra
+from .nms import CLASS_OFFSET
 from .preprocess import LetterboxMeta, prepare_input
 
 #: The thresholds' defaults, the manifest's (``thresholds``: :class:`~..manifest.Thresholds`).
 DEFAULTS = Thresholds()
-#: Offset that separates classes for batched NMS (larger than any image side).
-CLASS_OFFSET = 7680.0
 #: At most this many candidates (highest scores first) enter NMS.
 MAX_NMS_CANDIDATES = 3000
 
@@ -90,12 +90,11 @@ def decode_yolo(preds: Any, classes: int, params: DetectionParams, ops: Any) -> 
     """Decode each frame's ``(4 + classes + extra, anchors)`` YOLOv8-style output.
 
     Best class per anchor, the anchors above ``params.confidence`` (every frame's at once),
-    at most :data:`MAX_NMS_CANDIDATES` of them (the best), their boxes as corners, moved apart
-    by class id x :data:`CLASS_OFFSET` for one greedy NMS over all classes, cut to
-    ``params.max_detections``. ``ops`` does each step where the output is: on the host in
-    reused arrays (:class:`.decode_buffers.DecodeBuffers`), or on the device that keeps the
-    output (a runner's ``decode_ops``: ``runners/torch_device.py``). Returns each frame's kept
-    (boxes, scores, class ids, anchors), highest score first, as ``ops`` holds them.
+    the best :data:`MAX_NMS_CANDIDATES` of them, their boxes as corners, moved apart by class
+    for one greedy NMS, cut to ``params.max_detections``. ``ops`` does each step where the
+    output is: the host's reused arrays (:class:`.decode_buffers.DecodeBuffers`) or the device
+    keeping it (``runners/torch_device.py``). Returns each frame's kept (boxes, scores, class
+    ids, anchors), highest score first.
     """
     kept = []
     found = ops.candidates(preds, classes, params.confidence)
@@ -114,14 +113,11 @@ def decode_yolo(preds: Any, classes: int, params: DetectionParams, ops: Any) -> 
 def decode_frames(output: Any, params: DetectionParams, classes: int | None = None,
                   buffers: DecodeBuffers | None = None, extras: bool = False
                   ) -> list[tuple[Detections, Any]]:
-    """Every frame's detections (network pixels) of a YOLOv8-style output, and what follows.
+    """Each frame's detections (network pixels) and the anchor each came from, or its extras.
 
-    With each frame's detections: the anchor (column) each came from, or with ``extras`` its
-    values after the ``4 + classes`` box and class rows (mask coefficients, keypoints; (N,
-    extra), on the device where the output is). ``classes`` defaults to every row after the
-    box. Decoded by the output's own ``decode_ops`` where it stays on a device, else on the
-    host in ``buffers`` (fresh ones when None); the kept boxes of every frame come to the host
-    at once.
+    ``extras``: the values after the ``4 + classes`` rows (mask coefficients, keypoints; (N,
+    extra), on the device where the output is). Decoded by the output's ``decode_ops`` where
+    it stays on a device (every frame's boxes back in one copy), else in ``buffers``.
     """
     ops = getattr(output, 'decode_ops', None) or buffers or DecodeBuffers()
     preds = ops.frames(output)
@@ -143,9 +139,8 @@ def decode_instances(output: Any, params: DetectionParams, classes: int, end2end
                      buffers: DecodeBuffers | None = None) -> tuple[Detections, Any]:
     """Return the detections of either layout and each one's extra values (N, extra).
 
-    The extra values (mask coefficients, keypoints) follow the ``4 + classes`` box and
-    class rows of a YOLOv8-style output (:func:`decode_frames`: on the device where the output
-    stays there), or the 6 leading values of an end-to-end row.
+    The extra values (mask coefficients, keypoints) follow the ``4 + classes`` rows of a
+    YOLOv8-style output (:func:`decode_frames`), or the 6 leading values of an end-to-end row.
     """
     if end2end:
         boxes, scores, class_ids, rows = decode_rows(output, params.confidence,
@@ -196,13 +191,9 @@ class DetectionTask:
     @classmethod
     def param_defaults(cls, manifest: ModelManifest) -> dict[str, Any]:
         """Return the manifest's ``thresholds`` as the threshold parameters' defaults."""
-        thresholds = manifest.thresholds
-        values = (float(thresholds.confidence), float(thresholds.iou),
-                  int(thresholds.max_detections))
-        defaults = {spec.name: spec.default for spec in cls.params}
-        defaults.update(zip(('confidence_threshold', 'iou_threshold', 'max_detections'),
-                            values))
-        return defaults
+        given = manifest.thresholds
+        return {**default_values(cls), 'confidence_threshold': float(given.confidence),
+                'iou_threshold': float(given.iou), 'max_detections': int(given.max_detections)}
 
     #: ``preprocess`` can hand the letterboxed u8 image (``prepare_u8``) to a runner that
     #: converts it itself; the pipeline sets ``u8_input`` when the runner does.

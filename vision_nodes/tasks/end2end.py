@@ -33,12 +33,10 @@ def is_end2end(shape: Sequence[int], extra: int) -> bool:
 def row_extra(shape: Sequence[int], anchor_rows: int | None = None) -> int | None:
     """Return the extra values per row of an NMS-free ``shape``, else None.
 
-    The shape must be (1, rows, 6 + extra) with more rows than values: a top-k of up to 300
-    rows, while a YOLOv8-style output has more anchors than values, but for a small input
-    (21 anchors at 32 x 32). ``anchor_rows``, the rows a YOLOv8-style output of the model has
-    (4 + classes + the task's extra rows) where the class count is known, settles that: a
-    shape of that many rows is anchors. Tasks use it before the extra count is known, and to
-    refuse rows whose count of values fits no layout.
+    The shape must be (1, rows, 6 + extra) with more rows than values (a top-k of up to 300
+    rows; anchors outnumber values but at 32 x 32), and not ``anchor_rows`` rows: the rows a
+    YOLOv8-style output of the model has (4 + classes + its task's rows) where the class count
+    is known. Tasks use it before the extra count is known, and to refuse rows of no layout.
     """
     if len(shape) != 3 or shape[0] != 1 or shape[2] < ROW_VALUES or shape[1] <= shape[2] \
             or shape[1] == anchor_rows:

@@ -17,6 +17,10 @@ import numpy as np
 
 from ..boxes import pairwise_iou
 
+#: Offset that moves each class's boxes apart (class id x it) so that one NMS never lets
+#: classes suppress each other: larger than any image side (Ultralytics' ``max_wh``).
+CLASS_OFFSET = 7680.0
+
 
 class NmsScratch:
     """Flat arrays reused as the (rows, cols) matrices of NMS; they grow, never shrink."""

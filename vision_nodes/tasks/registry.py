@@ -1,10 +1,8 @@
-"""The task map: manifest ``task`` name → task class, imported when first used; manifest loading.
+"""The task map: manifest ``task`` name → task class, imported when first used; manifests loaded.
 
 The node and the pipeline look tasks up here, as they look runners up in the backend table,
-and load manifests here: the generic manifest (:mod:`vision_nodes.manifest`) is checked
-against the task names and their blocks, then the task's file parses its own blocks. Adding a
-task means one task file, one line here, one outputs file in ``ros/outputs`` and its manifest
-example.
+and load manifests here: the generic fields, then the task's file parses its own blocks.
+Adding a task means one task file, one line here, one outputs file and a manifest example.
 """
 
 from __future__ import annotations
@@ -91,8 +89,8 @@ def parse_manifest(data: Any, source: str = '<manifest>', path: Path | None = No
                    ) -> ModelManifest:
     """Validate a manifest parsed from YAML: the generic fields, then the task's own blocks.
 
-    The task's file sees every manifest of its task, also one without blocks of its own: it
-    may refuse generic fields its task cannot honour (classify: a letterboxed input).
+    The task's file sees every manifest of its task: it may refuse generic fields its task
+    cannot honour (classify: a letterboxed input).
     """
     manifest = parse_generic(data, source, path, TASK_BLOCKS)
     if TASK_MAP.get(manifest.task) is None:

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-#: Per-class offset of the centres before suppression (Ultralytics' ``max_wh``).
-CLASS_OFFSET = 7680.0
+from .nms import CLASS_OFFSET
 #: Ultralytics' ``eps`` in ``batch_probiou``.
 _EPS = 1e-7
 #: Rows of the overlap matrix computed at a time (memory: this many x candidates).
