@@ -16,7 +16,7 @@ torch = pytest.importorskip('torch', reason='PyTorch is not installed')
 pytest.importorskip('torchvision', reason='torchvision is not installed')
 
 from fake_cuda_graphs import FakeCudaGraphs  # noqa: E402
-from ultralytics_reference import result_masks, whole_masks  # noqa: E402
+from ultralytics_reference import mask_iou, result_masks, whole_masks  # noqa: E402
 from vision_nodes.manifest import Preprocessing  # noqa: E402
 from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
@@ -218,12 +218,6 @@ def test_pose_takes_u8_but_decodes_on_the_host(device_path_on_cpu, engine_cache_
     np.testing.assert_allclose(device.keypoints, host.keypoints, atol=1e-3)
 
 
-def _mask_ious(found, want) -> list[float]:
-    """Each pair's IoU (1 for two empty masks)."""
-    return [float((a & b).sum() / (a | b).sum()) if (a | b).any() else 1.0
-            for a, b in zip(found, want)]
-
-
 @pytest.mark.parametrize('graphs', [False, True])
 def test_segment_decodes_and_makes_masks_on_the_device(device_path_on_cpu, engine_cache_dir,
                                                        bus_bgr, assets, graphs):
@@ -253,7 +247,7 @@ def test_segment_decodes_and_makes_masks_on_the_device(device_path_on_cpu, engin
         # their windows' size: over the image, the same.
         assert got.shape == want.shape and len(got.masks) == len(want.masks)
         assert all(m.dtype == bool and m.shape == got.shape for m in got.masks)
-        ious = _mask_ious(result_masks(got), result_masks(want))
+        ious = [mask_iou(a, b) for a, b in zip(result_masks(got), result_masks(want))]
         assert min(ious) >= 0.99, ious
 
 
@@ -291,7 +285,7 @@ def test_device_masks_equal_the_host_masks_at_the_edges_and_drop_empty_ones(monk
     np.testing.assert_array_equal(kept, host_kept)
     assert 5 not in kept and len(kept) >= count - 4, kept
     assert device.shape == host.shape == (len(kept), 270, 450)
-    ious = _mask_ious(device, host)
+    ious = [mask_iou(a, b) for a, b in zip(device, host)]
     assert min(ious) >= 0.97 and np.mean(ious) >= 0.99, ious
     small, small_kept = out.instance_masks(*args, chunk=3)
     np.testing.assert_array_equal(small, device)
