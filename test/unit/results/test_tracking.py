@@ -320,6 +320,24 @@ def test_gmc_warnings_go_to_warn_not_stdout(capfd):
     pixel high (OpenCV fails on it) and on every frame with too few corners to follow,
     outside the node's rate limit. A frame too small is not given to it; what it says goes
     to ``warn``."""
+    import logging
+
+    from vision_nodes.loaders.ultralytics import import_ultralytics
+
+    import_ultralytics()
+    from ultralytics.utils import LOGGER
+
+    # Ultralytics imported after YOLO_VERBOSE=False (a model loaded first in this process)
+    # logs no warnings at all; the routing is checked with them on.
+    level = LOGGER.level
+    LOGGER.setLevel(logging.INFO)
+    try:
+        _gmc_warnings_go_to_warn(capfd)
+    finally:
+        LOGGER.setLevel(level)
+
+
+def _gmc_warnings_go_to_warn(capfd):
     said: list[str] = []
     tracking = Tracking('botsort', warn=said.append)
     scores, classes = np.array([0.9, 0.8, 0.7]), np.array([0, 0, 2])
