@@ -180,8 +180,9 @@ def accuracy_control(manifest: ModelManifest, rect: bool, calibration_dir: str,
                      log: Log = _no_log) -> Any:
     """Return what quantizing ``manifest`` within its accuracy budget needs from its task.
 
-    The validation images (:mod:`.artifacts.validation`) as network inputs (at the rect shape
-    each runs at with ``rect``), the task's post-processing at the manifest's thresholds and
+    The validation images (:mod:`.artifacts.validation`) as network inputs at the manifest's
+    ``input_size``, as the precision check runs them (``rect`` is not used: the check
+    measures at one shape), the task's post-processing at the manifest's thresholds and
     its agreement measure. None, with one line, when there are no validation images: int8 is
     then quantized without the budget and the precision check judges it.
     """
@@ -206,9 +207,7 @@ def accuracy_control(manifest: ModelManifest, rect: bool, calibration_dir: str,
         items = []
         for path in images.images:
             image = calibration_image(path)
-            shape = rect_shape(image.shape[:2], manifest.input_size, manifest.stride) \
-                if rect else tuple(manifest.input_size)
-            items.append(task.preprocess(image, 'bgr8', shape))
+            items.append(task.preprocess(image, 'bgr8', tuple(manifest.input_size)))
         return items
 
     def postprocess(outputs: list[Any], meta: Any) -> Any:
