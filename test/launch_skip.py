@@ -49,8 +49,14 @@ def skip_reason() -> str | None:
 
 
 def isolate_ros_graph(domain_id: int) -> None:
-    """Own DDS domain, localhost discovery: for the launched node and this test process."""
-    os.environ['ROS_DOMAIN_ID'] = str(domain_id)
+    """Own DDS domain, localhost discovery: for the launched node and this test process.
+
+    Under the project's pytest the worker's own domain (test/conftest.py) is kept:
+    launch_testing's plugin runs a worker's launch modules in one process, whose rclpy
+    clients live in the domain they were made in, so a module that moved to a domain of its
+    own launched a node that its clients never heard (fresh-clone CI: 'node not active').
+    """
+    os.environ.setdefault('ROS_DOMAIN_ID', str(domain_id))
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     os.environ.setdefault('YOLO_OFFLINE', '1')
     os.environ.setdefault('YOLO_CONFIG_DIR', '/tmp/vision_nodes_test_yolo')

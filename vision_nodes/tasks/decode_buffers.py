@@ -49,7 +49,7 @@ class DecodeBuffers:
 
     @staticmethod
     def frames(output: np.ndarray) -> list[np.ndarray]:
-        """Return the frame a host output holds: ``(1, rows, anchors)`` or ``(rows, anchors)``."""
+        """Return the frame a host output holds, ``(1, rows, anchors)`` or ``(rows, anchors)``."""
         return [output[0] if output.ndim == 3 else output]
 
     def candidates(self, preds: list[np.ndarray], classes: int, confidence: float
