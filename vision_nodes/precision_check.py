@@ -5,8 +5,9 @@ computes, ``Runner.compute_type``), the same model is loaded at fp32 on the same
 both run the validation set (:mod:`.artifacts.validation`) through the task's own pre- and
 post-processing at the manifest's thresholds; :mod:`.accuracy` says how far the reduced
 answers are from fp32's. The result is an entry of the engine cache, keyed on the weights,
-the model's definition, the backend, the type, the runtime, the device, the calibration and
-validation images: a cached engine keeps its number and a later configure only reads it.
+the model's definition, the exact artifact (an int8 one carries its calibration), the
+backend, the type, the runtime, the device and the validation images: a cached engine keeps
+its number and a later configure only reads it.
 
 The manifest's ``accuracy`` budget then decides (``AccuracyBudget``): within it, the model
 runs; below it, ``precision: auto`` loads and runs the fp32 model instead, an explicit
@@ -26,7 +27,7 @@ from typing import Any, Callable
 
 from .accuracy import Agreement, agreement
 from .artifacts.cache import ArtifactCache, CacheError
-from .artifacts.calibration import CalibrationError, calibration_image, calibration_set
+from .artifacts.calibration import CalibrationError, calibration_image
 from .artifacts.onnx_export import weights_sha256
 from .artifacts.validation import ValidationError, ValidationSet, validation_set
 from .runners.base import RunnerError
@@ -76,15 +77,6 @@ def _results(model: Any, decoded: list[Any]) -> list[Any]:
     return out
 
 
-def _calibration_sha(config: Any) -> str:
-    if config.precision != 'int8' or not config.calibration_dir:
-        return ''
-    try:
-        return calibration_set(config.calibration_dir).sha256
-    except CalibrationError:
-        return ''
-
-
 def _artifact_id(artifact: Any) -> str:
     """Return what identifies the exact artifact a runner loaded ('' for the weights).
 
@@ -115,7 +107,8 @@ def cache_fields(model: Any, images: ValidationSet) -> dict[str, Any]:
         definition.pop(volatile, None)
     return {
         'weights_sha256': weights_sha256(runner.config.weights),
-        # The int8 IR differs with its calibration and an accuracy-controlled quantization.
+        # The int8 IR (or engine) differs with its calibration set, whose hash is in its own
+        # key, and with an accuracy-controlled quantization.
         'artifact': _artifact_id(runner.config.artifact),
         'model': json.dumps(definition, sort_keys=True, default=str),
         'backend': runner.config.backend,
@@ -125,7 +118,6 @@ def cache_fields(model: Any, images: ValidationSet) -> dict[str, Any]:
         'device': str(facts.get('device_name') or facts.get('device') or ''),
         # Caps the CPU kernels oneDNN picks (AMX, AVX-512 BF16): another type of arithmetic.
         'isa': os.environ.get('ONEDNN_MAX_CPU_ISA', ''),
-        'calibration_sha256': _calibration_sha(runner.config),
         'validation_sha256': images.sha256,
         'measure': MEASURE_VERSION,
     }
