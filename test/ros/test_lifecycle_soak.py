@@ -94,28 +94,14 @@ def test_cycles_leave_no_callback_group_entries(model_dir, engine_cache_dir):
 # lets worker threads come and go with 60 MB of frame buffers each, releases what they freed
 # as cleanup does, and reports the glibc arenas and the memory still held.
 _PROGRAM_PROBE = r'''
-import ctypes, json, os, sys, tempfile, threading, types
+import ctypes, json, os, sys, tempfile, types
+sys.path.insert(0, sys.argv[1])
 
 def stand_in(args=None):
-    import numpy as np
     import rclpy  # noqa: F401
-    from vision_nodes.platform.allocator import release_freed_memory
+    from thread_churn import churn
 
-    def rss_mb():
-        for line in open('/proc/self/status'):
-            if line.startswith('VmRSS:'):
-                return int(line.split()[1]) / 1024
-
-    def frames():
-        buffers = [np.ones(5 * 2 ** 20, np.uint8) for _ in range(12)]
-        del buffers
-
-    before = rss_mb()
-    for _ in range(3):
-        worker = threading.Thread(target=frames)
-        worker.start()
-        worker.join()
-    release_freed_memory()
+    kept = churn()
     libc = ctypes.CDLL('libc.so.6')
     libc.fopen.restype = ctypes.c_void_p
     path = tempfile.mktemp()
@@ -124,7 +110,7 @@ def stand_in(args=None):
     libc.fclose(stream)
     arenas = open(path).read().count('<heap nr=')
     os.unlink(path)
-    print(json.dumps({'arenas': arenas, 'kept_mb': rss_mb() - before}))
+    print(json.dumps({'arenas': arenas, 'kept_mb': kept}))
 
 sys.modules['vision_nodes.ros.node'] = types.SimpleNamespace(main=stand_in)
 from vision_nodes.ros.main import main
@@ -133,7 +119,9 @@ main()
 
 
 def test_the_program_sets_the_allocator_before_rclpy_makes_threads():
-    result = subprocess.run([sys.executable, '-c', _PROGRAM_PROBE], capture_output=True,
+    from thread_churn import PATH
+
+    result = subprocess.run([sys.executable, '-c', _PROGRAM_PROBE, PATH], capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout.strip().splitlines()[-1])

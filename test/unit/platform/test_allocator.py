@@ -44,34 +44,21 @@ print(json.dumps({'applied': applied, 'faults_per_frame': faults}))
 # inference workers at each activate), each touching 60 MB of frame buffers and freeing them;
 # then the release that cleanup does. Report how much of it the process still holds.
 _THREADS_PROBE = r'''
-import json, sys, threading
-import numpy as np
-from vision_nodes.platform.allocator import keep_freed_buffers, release_freed_memory
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from thread_churn import churn
+from vision_nodes.platform.allocator import keep_freed_buffers
 applied = keep_freed_buffers() if sys.argv[1] == 'tuned' else False
-
-def rss_mb():
-    for line in open('/proc/self/status'):
-        if line.startswith('VmRSS:'):
-            return int(line.split()[1]) / 1024
-
-def frames():
-    buffers = [np.ones(5 * 2 ** 20, np.uint8) for _ in range(12)]
-    del buffers
-
-before = rss_mb()
-for _ in range(3):
-    worker = threading.Thread(target=frames)
-    worker.start()
-    worker.join()
-release_freed_memory()
-print(json.dumps({'applied': applied, 'kept_mb': rss_mb() - before}))
+print(json.dumps({'applied': applied, 'kept_mb': churn()}))
 '''
 
 
 def _probe(mode: str, code: str = _PROBE, **env: str) -> dict:
     import os
 
-    result = subprocess.run([sys.executable, '-c', code, mode], capture_output=True,
+    from thread_churn import PATH
+
+    result = subprocess.run([sys.executable, '-c', code, mode, PATH], capture_output=True,
                             text=True, timeout=120, env={**os.environ, **env})
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
