@@ -176,13 +176,13 @@ def calibration_tensor(path: Path, manifest: ModelManifest, rect: bool) -> np.nd
     return calibration_preprocessor(manifest).tensor(Path(path), rect)
 
 
-def accuracy_control(manifest: ModelManifest, rect: bool, calibration_dir: str,
+def accuracy_control(manifest: ModelManifest, calibration_dir: str,
                      log: Log = _no_log) -> Any:
     """Return what quantizing ``manifest`` within its accuracy budget needs from its task.
 
     The validation images (:mod:`.artifacts.validation`) as network inputs at the manifest's
-    ``input_size``, as the precision check runs them (``rect`` is not used: the check
-    measures at one shape), the task's post-processing at the manifest's thresholds and
+    ``input_size``, as the precision check runs them (one shape, whatever rect inference
+    runs), the task's post-processing at the manifest's thresholds and
     its agreement measure. None, with one line, when there are no validation images: int8 is
     then quantized without the budget and the precision check judges it.
     """
@@ -222,8 +222,8 @@ def accuracy_control(manifest: ModelManifest, rect: bool, calibration_dir: str,
 def artifact_chain(cache: ArtifactCache, log: Log = _no_log) -> ArtifactChain:
     """Return the chain that builds runners' artifacts, with the tasks' own processing."""
     return ArtifactChain(cache, log, preprocessor_for=calibration_preprocessor,
-                         accuracy_control_for=lambda manifest, rect, folder: accuracy_control(
-                             manifest, rect, folder, log))
+                         accuracy_control_for=lambda manifest, folder: accuracy_control(
+                             manifest, folder, log))
 
 
 def _artifact(config: RunnerConfig, chain: ArtifactChain | None, u8_input: bool) -> Any:

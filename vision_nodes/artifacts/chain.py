@@ -50,13 +50,13 @@ class ArtifactChain:
 
     ``preprocessor_for(manifest)`` returns the model's calibration preprocessing; without it
     int8 calibration is refused (the pipeline always gives it).
-    ``accuracy_control_for(manifest, rect, calibration_dir)`` returns what quantizing within
+    ``accuracy_control_for(manifest, calibration_dir)`` returns what quantizing within
     the manifest's declared accuracy budget needs (None: quantize without one).
     """
 
     def __init__(self, cache: ArtifactCache, log: Log = _no_log,
                  preprocessor_for: Callable[[ModelManifest], Preprocessor] | None = None,
-                 accuracy_control_for: Callable[[ModelManifest, bool, str], Any] | None = None
+                 accuracy_control_for: Callable[[ModelManifest, str], Any] | None = None
                  ) -> None:
         self.cache = cache
         self.log = log
@@ -277,7 +277,7 @@ class ArtifactChain:
         from .quantize import ensure_int8_ir
 
         images, preprocessor = self.calibration(manifest, calibration_dir)
-        control = self.accuracy_control_for(manifest, rect, calibration_dir) \
+        control = self.accuracy_control_for(manifest, calibration_dir) \
             if self.accuracy_control_for is not None and manifest.accuracy.declared else None
         entry = ensure_int8_ir(manifest, parent.sha256, read_parent, images, preprocessor,
                                rect, self.cache, self.log, control)
