@@ -10,8 +10,9 @@ default), the allocator tuned as in the node; each round runs every variant in t
             same view: what the node's image subscription does per frame, less the executor;
 * publish - ``Publisher.publish`` of the node's outputs (810x1080 ``32FC1`` depth,
             ``mono16`` instance mask, ``bgr8`` annotated image; a Keypoints2DArray of 1-100
-            people; a Detection3DArray of 1-100 boxes) built as a message against the bytes
-            of :mod:`vision_nodes.ros.cdr`, :mod:`~vision_nodes.ros.outputs.keypoints_cdr` and
+            people; a Detection3DArray of 1-100 boxes) built as a message (the typed
+            builders of test/reference_messages.py, loaded by path) against the bytes of
+            :mod:`vision_nodes.ros.cdr`, :mod:`~vision_nodes.ros.outputs.keypoints_cdr` and
             :mod:`~vision_nodes.ros.outputs.detection3d_cdr`.
 
 Medians over rounds and their ratio (bytes / message). Not a test: nothing is asserted.
@@ -22,6 +23,7 @@ Medians over rounds and their ratio (bytes / message). Not a test: nothing is as
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import time
@@ -31,6 +33,16 @@ from typing import Callable
 import numpy as np
 
 SIZES = {'640x480': (480, 640), '1080x810': (810, 1080), '1920x1080': (1080, 1920)}
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _reference():
+    """Load test/reference_messages.py (the typed builders) by its path."""
+    spec = importlib.util.spec_from_file_location(
+        'reference_messages', ROOT / 'test' / 'reference_messages.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _take(sub, mode: str, convert: Callable) -> float | None:
@@ -116,15 +128,17 @@ def bench_publish(node, rounds: int) -> None:
 
     from vision_nodes.ros.cdr import encode_image
     from vision_nodes.ros.image_input import numpy_to_image
-    from vision_nodes.ros.outputs.depth_messages import depth_to_cdr, depth_to_msg
-    from vision_nodes.ros.outputs.pose_messages import keypoints_to_cdr, keypoints_to_msg
+    from vision_nodes.ros.outputs.depth_messages import depth_to_cdr
+    from vision_nodes.ros.outputs.pose_messages import keypoints_to_cdr
     from vision_nodes.tasks.depth import DepthResult
     from vision_nodes.tasks.instances import PoseResult
 
+    reference = _reference()
     header = Header(frame_id='camera')
     rng = np.random.default_rng(1)
     depth = DepthResult(rng.random((810, 1080), dtype=np.float32), True, 'depth')
-    _publish_pair(node, Image, 'depth 1080x810 32FC1', lambda: depth_to_msg(depth, header),
+    _publish_pair(node, Image, 'depth 1080x810 32FC1',
+                  lambda: reference.depth_to_msg(depth, header),
                   lambda: depth_to_cdr(depth, header), rounds)
     for name, pixels, encoding in (
             ('mask 1080x810 mono16', np.zeros((810, 1080), np.uint16), 'mono16'),
@@ -139,7 +153,7 @@ def bench_publish(node, rounds: int) -> None:
                             (rng.random((people, 17, 3)) * 500).astype(np.float32), names)
         ids = [str(i) for i in range(people)]
         _publish_pair(node, Keypoints2DArray, f'keypoints {people} people',
-                      lambda: keypoints_to_msg(result, header, ids),
+                      lambda: reference.keypoints_to_msg(result, header, ids),
                       lambda: keypoints_to_cdr(result, header, ids), rounds)
     bench_publish_3d(node, rounds)
 
@@ -150,10 +164,10 @@ def bench_publish_3d(node, rounds: int) -> None:
     from vision_msgs.msg import Detection3DArray
 
     from vision_nodes.geometry3d import Boxes3D
-    from vision_nodes.ros.outputs.detection3d_messages import (detections_3d_to_cdr,
-                                                               detections_3d_to_msg)
+    from vision_nodes.ros.outputs.detection3d_messages import detections_3d_to_cdr
     from vision_nodes.tasks.detect import Detections
 
+    reference = _reference()
     header = Header(frame_id='camera_optical_frame')
     rng = np.random.default_rng(2)
     for count in (1, 5, 20, 100):
@@ -161,7 +175,7 @@ def bench_publish_3d(node, rounds: int) -> None:
                           rng.random(count).astype(np.float32), rng.integers(0, 80, count))
         boxes = Boxes3D(np.arange(count), rng.random((count, 3)), rng.random((count, 3)))
         _publish_pair(node, Detection3DArray, f'detections_3d {count} boxes',
-                      lambda: detections_3d_to_msg(dets, boxes, header),
+                      lambda: reference.detections_3d_to_msg(dets, boxes, header),
                       lambda: detections_3d_to_cdr(dets, boxes, header), rounds)
 
 
@@ -174,7 +188,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.dds_profile == 'large-images':
         os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(
-            Path(__file__).resolve().parent.parent / 'config' / 'fastdds_large_images.xml')
+            ROOT / 'config' / 'fastdds_large_images.xml')
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
     from vision_nodes.platform.allocator import keep_freed_buffers

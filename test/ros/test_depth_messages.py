@@ -13,13 +13,10 @@ from rclpy.serialization import deserialize_message, serialize_message  # noqa: 
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 
-from vision_nodes.ros.outputs.depth_messages import (  # noqa: E402
-    camera_info_for,
-    colored_to_msg,
-    depth_to_msg,
-    described_shape,
-)
+from vision_nodes.ros.outputs.depth_messages import camera_info_for, described_shape  # noqa: E402
 from vision_nodes.tasks.depth import DepthParams, DepthResult, colorize  # noqa: E402
+
+from reference_messages import colored_to_msg, depth_to_msg  # noqa: E402
 
 
 def _header(sec: int = 17, nanosec: int = 250, frame: str = 'camera_optical') -> Header:

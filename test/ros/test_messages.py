@@ -13,8 +13,7 @@ from rclpy.serialization import deserialize_message, serialize_message
 from std_msgs.msg import Header
 from vision_msgs.msg import Classification, Detection2DArray
 
-from vision_nodes.ros.outputs.classify_messages import classification_to_cdr, \
-    classification_to_msg
+from vision_nodes.ros.outputs.classify_messages import classification_to_cdr
 from vision_nodes.ros.outputs.detection_messages import detections_to_cdr
 from vision_nodes.ros.outputs.label_info import label_info_msg
 from vision_nodes.tasks.classify import Classification as ClassifyResult
@@ -22,7 +21,7 @@ from vision_nodes.tasks.detect import Detections
 from vision_nodes.tasks.obb import OrientedBoxes
 from vision_nodes.tasks.rotated import hull
 
-from reference_messages import detections_to_msg, index_ids
+from reference_messages import classification_to_msg, detections_to_msg, index_ids
 
 
 def _header(frame_id: str = 'camera', sec: int = 17, nanosec: int = 250) -> Header:

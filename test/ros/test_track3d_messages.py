@@ -10,8 +10,9 @@ from std_msgs.msg import Header
 from vision_nodes.geometry3d import Boxes3D
 from vision_nodes.images import ImageConversionError
 from vision_nodes.ros.depth_topic import depth_view
-from vision_nodes.ros.outputs.detection3d_messages import detections_3d_to_msg
 from vision_nodes.tasks.detect import Detections
+
+from reference_messages import detections_3d_to_msg
 
 
 def _depth(values: np.ndarray, encoding: str, pad: int = 0, big: bool = False) -> Image:

@@ -31,9 +31,10 @@ from vision_nodes.limits import MAX_CDR_STRING_BYTES, MAX_IMAGE_BYTES  # noqa: E
 from vision_nodes.ros.cdr import CdrError, encode_image, read_compressed, read_image  # noqa: E402
 from vision_nodes.ros.compressed_input import compressed_to_numpy  # noqa: E402
 from vision_nodes.ros.image_input import image_to_array, numpy_to_image  # noqa: E402
-from vision_nodes.ros.outputs.depth_messages import (colored_to_cdr, colored_to_msg,  # noqa: E402
-                                                     depth_to_cdr, depth_to_msg)
+from vision_nodes.ros.outputs.depth_messages import colored_to_cdr, depth_to_cdr  # noqa: E402
 from vision_nodes.tasks.depth import DepthResult  # noqa: E402
+
+from reference_messages import colored_to_msg, depth_to_msg  # noqa: E402
 
 _TEXT = ['', 'a', 'ab', 'abc', 'camera', 'cäméra_🙂', 'x' * 257, 'rgb8', 'bgr8', '32FC1',
          'yuv422', 'mono16', 'jpeg', 'bgr8; jpeg compressed bgr8']
@@ -283,7 +284,8 @@ def test_encoded_keypoints_equal_the_typed_message() -> None:
     pytest.importorskip('vision_nodes_msgs.msg', reason='vision_nodes_msgs is not built')
     from vision_nodes_msgs.msg import Keypoints2DArray
 
-    from vision_nodes.ros.outputs.pose_messages import keypoints_to_cdr, keypoints_to_msg
+    from reference_messages import keypoints_to_msg
+    from vision_nodes.ros.outputs.pose_messages import keypoints_to_cdr
     from vision_nodes.tasks.instances import PoseResult
 
     rng = np.random.default_rng(25)
@@ -307,8 +309,8 @@ def test_encoded_3d_detections_equal_the_typed_message() -> None:
     from vision_msgs.msg import Detection3DArray
 
     from vision_nodes.geometry3d import Boxes3D
-    from vision_nodes.ros.outputs.detection3d_messages import (detections_3d_to_cdr,
-                                                               detections_3d_to_msg)
+    from reference_messages import detections_3d_to_msg
+    from vision_nodes.ros.outputs.detection3d_messages import detections_3d_to_cdr
     from vision_nodes.tasks.detect import Detections
 
     rng = np.random.default_rng(26)

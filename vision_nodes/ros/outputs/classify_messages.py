@@ -1,4 +1,4 @@
-"""Classification results -> ``vision_msgs/Classification``: the message, or its CDR bytes.
+"""Classification results -> ``vision_msgs/Classification``, serialised (CDR bytes).
 
 ``results`` holds the top-k classes, highest probability first: ``class_id`` the class index as
 a decimal string (as a Detection2D's hypothesis names its class), ``score`` the probability;
@@ -10,23 +10,12 @@ from __future__ import annotations
 
 import struct
 
-from vision_msgs.msg import Classification, ObjectHypothesis
-
 from ...tasks.classify import Classification as ClassifyResult
 from .cdr_writer import CdrWriter
 
 
-def classification_to_msg(result: ClassifyResult, header) -> Classification:
-    """Build the frame's Classification message (top-k, highest first)."""
-    msg = Classification()
-    msg.header = header
-    msg.results = [ObjectHypothesis(class_id=str(int(c)), score=float(s))
-                   for c, s in zip(result.class_ids.tolist(), result.scores.tolist())]
-    return msg
-
-
 def classification_to_cdr(result: ClassifyResult, header) -> bytes:
-    """Return :func:`classification_to_msg`'s message serialised for ``Publisher.publish``."""
+    """Serialise the frame's Classification message (top-k, highest first)."""
     writer = CdrWriter()
     writer.header(header.stamp.sec, header.stamp.nanosec, header.frame_id)
     writer.uint32(len(result.class_ids))

@@ -3,9 +3,9 @@
 A metric result becomes a ``32FC1`` image in metres on ``depth``; a relative one the same
 encoding, unitless, on ``depth/relative`` (the node picks the topic from
 :attr:`DepthResult.metric`). Pixel data is copied once, from the array's memory into the
-message's byte array (``*_msg``: nothing is done per pixel in Python, as an ``Image.data``
-assigned from ``bytes`` would) or into the serialised message (``*_cdr``, what the node
-publishes: rclpy then neither converts nor serialises the pixels again).
+serialised message (rclpy then neither converts nor serialises the pixels again). Metric
+results are metres along the optical axis, NaN where invalid and +Inf beyond the model's range
+(REP 118 / REP 117); relative ones are the model's unitless values.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import array
 import sys
 
 import numpy as np
-from sensor_msgs.msg import CameraInfo, Image, RegionOfInterest
+from sensor_msgs.msg import CameraInfo, RegionOfInterest
 
 from ...tasks.depth import DepthResult
 from ..cdr import encode_image
@@ -25,30 +25,12 @@ COLORED_ENCODING = 'rgb8'
 _BIG_ENDIAN = int(sys.byteorder == 'big')
 
 
-def _image(pixels: np.ndarray, encoding: str, header) -> Image:
-    """Build an Image around a C-contiguous (H, W[, C]) array, its bytes copied once."""
-    data = array.array('B')
-    data.frombytes(memoryview(pixels).cast('B'))
-    msg = Image()
-    msg.header = header
-    msg.height, msg.width = int(pixels.shape[0]), int(pixels.shape[1])
-    msg.encoding = encoding
-    msg.is_bigendian = _BIG_ENDIAN
-    msg.step = int(pixels.strides[0])
-    msg.data = data
-    return msg
-
-
-#: Builds an Image around a C-contiguous array, its bytes copied once (other outputs use it).
-image_msg = _image
-
-
 def image_cdr(pixels: np.ndarray, encoding: str, header) -> bytes:
-    """Return :func:`image_msg`'s message serialised for ``Publisher.publish``."""
+    """Serialise a ``sensor_msgs/Image`` of a C-contiguous (H, W[, C]) array, pixels in order."""
     return encode_image(pixels, encoding, header, _BIG_ENDIAN)
 
 
-def _depth_pixels(result: DepthResult) -> np.ndarray:
+def depth_pixels(result: DepthResult) -> np.ndarray:
     """Return the depth map as the C-contiguous float32 (H, W) array the image carries."""
     depth = np.ascontiguousarray(result.depth, dtype=np.float32)
     if depth.ndim != 2:
@@ -56,7 +38,7 @@ def _depth_pixels(result: DepthResult) -> np.ndarray:
     return depth
 
 
-def _colored_pixels(rgb: np.ndarray) -> np.ndarray:
+def colored_pixels(rgb: np.ndarray) -> np.ndarray:
     """Return a colourised depth map as the C-contiguous uint8 (H, W, 3) array it carries."""
     rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
     if rgb.ndim != 3 or rgb.shape[2] != 3:
@@ -64,28 +46,14 @@ def _colored_pixels(rgb: np.ndarray) -> np.ndarray:
     return rgb
 
 
-def depth_to_msg(result: DepthResult, header) -> Image:
-    """Return the ``32FC1`` Image of a depth map, with the input image's ``header``.
-
-    Metric results are metres along the optical axis, NaN where invalid and +Inf beyond the
-    model's range (REP 118 / REP 117); relative ones are the model's unitless values.
-    """
-    return _image(_depth_pixels(result), DEPTH_ENCODING, header)
-
-
 def depth_to_cdr(result: DepthResult, header) -> bytes:
-    """Return :func:`depth_to_msg`'s message serialised for ``Publisher.publish``."""
-    return encode_image(_depth_pixels(result), DEPTH_ENCODING, header, _BIG_ENDIAN)
-
-
-def colored_to_msg(rgb: np.ndarray, header) -> Image:
-    """Return the ``rgb8`` Image of a colourised depth map (:func:`tasks.depth.colorize`)."""
-    return _image(_colored_pixels(rgb), COLORED_ENCODING, header)
+    """Serialise the ``32FC1`` Image of a depth map, with the input image's ``header``."""
+    return image_cdr(depth_pixels(result), DEPTH_ENCODING, header)
 
 
 def colored_to_cdr(rgb: np.ndarray, header) -> bytes:
-    """Return :func:`colored_to_msg`'s message serialised for ``Publisher.publish``."""
-    return encode_image(_colored_pixels(rgb), COLORED_ENCODING, header, _BIG_ENDIAN)
+    """Serialise the ``rgb8`` Image of a colourised depth map (:func:`tasks.depth.colorize`)."""
+    return image_cdr(colored_pixels(rgb), COLORED_ENCODING, header)
 
 
 def described_shape(info: CameraInfo) -> tuple[int, int]:

@@ -8,20 +8,13 @@ and size.
 
 from __future__ import annotations
 
-from sensor_msgs.msg import Image
-
 from ...tasks.instances import SegmentResult
-from .depth_messages import image_cdr, image_msg
+from .depth_messages import image_cdr
 
 #: Encoding of the instance mask: 16-bit labels, so up to 65535 instances per image.
 MASK_ENCODING = 'mono16'
 
 
-def instance_mask_to_msg(result: SegmentResult, header) -> Image:
-    """Return the ``mono16`` label image of a frame's masks, with the input image's header."""
-    return image_msg(result.label_image(), MASK_ENCODING, header)
-
-
 def instance_mask_to_cdr(result: SegmentResult, header) -> bytes:
-    """Return :func:`instance_mask_to_msg`'s message serialised for ``Publisher.publish``."""
+    """Serialise the ``mono16`` label image of a frame's masks, with the input image's header."""
     return image_cdr(result.label_image(), MASK_ENCODING, header)
