@@ -12,7 +12,8 @@ default), the allocator tuned as in the node; each round runs every variant in t
             ``mono16`` instance mask, ``bgr8`` annotated image; a Keypoints2DArray of 1-100
             people; a Detection3DArray of 1-100 boxes) built as a message (the typed
             builders of test/reference_messages.py, loaded by path) against the bytes of
-            :mod:`vision_nodes.ros.cdr`, :mod:`~vision_nodes.ros.outputs.keypoints_cdr` and
+            :mod:`vision_nodes.ros.outputs.image_cdr`,
+            :mod:`~vision_nodes.ros.outputs.keypoints_cdr` and
             :mod:`~vision_nodes.ros.outputs.detection3d_cdr`.
 
 Medians over rounds and their ratio (bytes / message). Not a test: nothing is asserted.
@@ -126,7 +127,7 @@ def bench_publish(node, rounds: int) -> None:
     from std_msgs.msg import Header
     from vision_nodes_msgs.msg import Keypoints2DArray
 
-    from vision_nodes.ros.cdr import encode_image
+    from vision_nodes.ros.outputs.image_cdr import encode_image
     from vision_nodes.ros.image_input import numpy_to_image
     from vision_nodes.ros.outputs.depth_messages import depth_to_cdr
     from vision_nodes.ros.outputs.pose_messages import keypoints_to_cdr

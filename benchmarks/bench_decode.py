@@ -132,7 +132,8 @@ def cdr_cases(revision: str) -> dict[str, tuple[Callable[[], Any], Callable[[], 
                             cwd=root, check=True, capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp(prefix='bench_cdr_')) / 'cdr_before.py'
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location('cdr_before', path)
+    # Its relative imports (the CDR writer) are this tree's.
+    spec = importlib.util.spec_from_file_location('vision_nodes.ros.outputs.cdr_before', path)
     before = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(before)
     rng = np.random.default_rng(0)

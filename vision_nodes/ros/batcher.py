@@ -33,9 +33,8 @@ from typing import Any, Callable
 from ..images import ImageConversionError
 from ..parallel import map_frames
 from ..stats import stamp_latency
-from .compressed_input import compressed_to_numpy
 from .frame_path import FramePath, output_failure
-from .image_input import image_to_array
+from .image_input import to_array
 from .outputs.protocol import Frame
 
 
@@ -206,7 +205,7 @@ def _convert(item: tuple[int, Any]) -> tuple[Any, str] | ImageConversionError:
     """One camera's message as (array, encoding), or why it cannot be (on a pool thread)."""
     msg = item[1]
     try:
-        return compressed_to_numpy(msg) if hasattr(msg, 'format') else image_to_array(msg)
+        return to_array(msg)
     except ImageConversionError as exc:
         return exc
 

@@ -21,17 +21,13 @@ a string being a uint32 length that counts a final NUL, then its UTF-8 bytes and
 sequence a uint32 count, then its items. Nothing the bytes say is trusted: every length is
 checked against the bytes left and against :mod:`vision_nodes.limits` before it is used, and
 anything else is refused with :class:`CdrError` (an ``ImageConversionError``) in one line.
-
-:func:`encode_image` writes the same layout (little endian) for the node's own images: the
-header fields, then the pixels copied once, straight from the array into the bytes that
-``Publisher.publish`` takes as they are.
+The node's own images are written by :mod:`.outputs.image_cdr`.
 """
 
 from __future__ import annotations
 
 import struct
 
-import numpy as np
 from builtin_interfaces.msg import Time
 from std_msgs.msg import Header
 
@@ -42,8 +38,6 @@ from ..limits import MAX_CDR_STRING_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
 _ORDERS = {b'\x00\x00': '>', b'\x00\x01': '<', b'\x00\x06': '>', b'\x00\x07': '<'}
 _U32 = {order: struct.Struct(order + 'I') for order in '<>'}
 _I32 = {order: struct.Struct(order + 'i') for order in '<>'}
-#: Encapsulation header of what :func:`encode_image` writes: plain CDR, little endian.
-_CDR_LE = b'\x00\x01\x00\x00'
 
 
 class CdrError(ImageConversionError):
@@ -166,33 +160,3 @@ def read_compressed(buf: bytes) -> SerializedCompressedImage:
     msg.format = reader.string('format')
     msg.data = reader.octets('data')
     return msg
-
-
-def _cdr_string(text: str) -> bytes:
-    """Return a CDR string: its length (counting the NUL), its UTF-8 bytes, the NUL."""
-    chars = text.encode('utf-8')
-    return struct.pack('<I', len(chars) + 1) + chars + b'\0'
-
-
-def _padded(parts: list[bytes]) -> list[bytes]:
-    """Return ``parts`` and the zero bytes that 4-align what follows them (after the header)."""
-    size = sum(len(p) for p in parts) - len(_CDR_LE)
-    return parts + [bytes(-size % 4)]
-
-
-def encode_image(pixels: np.ndarray, encoding: str, header, is_bigendian: int = 0) -> bytes:
-    """Serialise a ``sensor_msgs/Image`` of a C-contiguous (H, W[, C]) array, as rclpy would.
-
-    ``step`` is the array's row stride; the pixels are copied once, into the returned bytes
-    (padding bytes are zeros, where rclpy's serialiser leaves whatever was in memory).
-    """
-    if not pixels.flags.c_contiguous or pixels.ndim not in (2, 3):
-        raise ValueError(f'an image is a C-contiguous (H, W[, C]) array, got shape '
-                         f'{pixels.shape}')
-    stamp = header.stamp
-    head = _padded([_CDR_LE, struct.pack('<iI', stamp.sec, stamp.nanosec),
-                    _cdr_string(header.frame_id)])
-    head = _padded(head + [struct.pack('<II', pixels.shape[0], pixels.shape[1]),
-                           _cdr_string(encoding), bytes((is_bigendian,))])
-    head.append(struct.pack('<II', pixels.strides[0], pixels.nbytes))
-    return b''.join(head + [memoryview(pixels).cast('B')])

@@ -26,8 +26,7 @@ from ..pipeline import LoadedModel
 from ..stage_times import FrameClock, StageTimes, mark, timing
 from ..stats import FrameStats, stamp_latency
 from . import compat
-from .compressed_input import compressed_to_numpy
-from .image_input import image_to_array
+from .image_input import to_array
 from .outputs.protocol import Frame, Outputs
 
 #: Largest sequence gap read as dropped frames (a bigger one is a restarted publisher).
@@ -194,10 +193,7 @@ class FramePath:
             if not models:
                 return
             try:
-                if hasattr(msg, 'format'):  # sensor_msgs/CompressedImage
-                    image, encoding = compressed_to_numpy(msg)
-                else:
-                    image, encoding = image_to_array(msg)
+                image, encoding = to_array(msg)
             except ImageConversionError as exc:
                 self.frame_error(f'skipping image: {exc}')
                 return

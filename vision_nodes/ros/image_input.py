@@ -1,6 +1,7 @@
 """Conversion between ``sensor_msgs/Image`` and NumPy arrays, written without cv_bridge.
 
-``image_to_array`` is the node's input adapter: the encodings of
+:func:`to_array` is the node's one input adapter, for ``Image`` and ``CompressedImage``
+alike (both frame paths call it). ``image_to_array`` reads an ``Image``: the encodings of
 :data:`~vision_nodes.images.ENCODINGS` come back as a *view* on the message buffer (no copy),
 honouring ``step`` (row padding) and ``is_bigendian``; camera encodings (YUV, Bayer: see
 :mod:`vision_nodes.images`) are converted once, to a new ``rgb8`` array. ``image_to_numpy``
@@ -21,6 +22,7 @@ from ..images import (CAMERA_ENCODINGS, ENCODINGS, ImageConversionError, Plane, 
                       image_planes)
 from ..limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
 from ..text import clip, show
+from .compressed_input import compressed_to_numpy
 
 
 def _as_bytes_view(data) -> np.ndarray:
@@ -83,6 +85,14 @@ def _message_planes(msg) -> list[np.ndarray]:
     if dtype.itemsize > 1:
         dtype = dtype.newbyteorder('>' if msg.is_bigendian else '<')
     return _plane_views(_as_bytes_view(msg.data), step, planes, dtype, encoding)
+
+
+def to_array(msg) -> tuple[np.ndarray, str]:
+    """Convert an ``Image`` or a ``CompressedImage`` (it has a ``format``): (array, encoding).
+
+    Raises :class:`~vision_nodes.images.ImageConversionError` with a one-line reason.
+    """
+    return compressed_to_numpy(msg) if hasattr(msg, 'format') else image_to_array(msg)
 
 
 def image_to_array(msg) -> tuple[np.ndarray, str]:

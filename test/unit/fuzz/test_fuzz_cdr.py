@@ -28,10 +28,11 @@ from std_msgs.msg import Header  # noqa: E402
 from time_limit import time_limit  # noqa: E402
 from vision_nodes.images import ImageConversionError  # noqa: E402
 from vision_nodes.limits import MAX_CDR_STRING_BYTES, MAX_IMAGE_BYTES  # noqa: E402
-from vision_nodes.ros.cdr import CdrError, encode_image, read_compressed, read_image  # noqa: E402
+from vision_nodes.ros.cdr import CdrError, read_compressed, read_image  # noqa: E402
 from vision_nodes.ros.compressed_input import compressed_to_numpy  # noqa: E402
 from vision_nodes.ros.image_input import image_to_array, numpy_to_image  # noqa: E402
 from vision_nodes.ros.outputs.depth_messages import colored_to_cdr, depth_to_cdr  # noqa: E402
+from vision_nodes.ros.outputs.image_cdr import encode_image  # noqa: E402
 from vision_nodes.tasks.depth import DepthResult  # noqa: E402
 
 from reference_messages import colored_to_msg, depth_to_msg  # noqa: E402

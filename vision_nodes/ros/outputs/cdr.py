@@ -7,7 +7,8 @@ gives it; only the padding bytes differ: zeros here, whatever was in memory ther
 few NumPy operations whatever the count; ``Publisher.publish`` accepts the bytes as they are.
 
 Layout of one Detection2D (vision_msgs 4.x), offsets from the start of the CDR payload (the
-byte after the 4-byte encapsulation header; primitives are aligned to their size)::
+byte after the 4-byte encapsulation header, :data:`.cdr_writer.CDR_LE`; primitives are
+aligned to their size, :func:`.cdr_writer.align`)::
 
     int32 sec, uint32 nanosec, string frame_id      std_msgs/Header
     uint32 1                                        results: one ObjectHypothesisWithPose
@@ -29,8 +30,8 @@ from typing import Sequence
 
 import numpy as np
 
-#: Encapsulation header: plain CDR, little endian, no options.
-_CDR_LE = b'\x00\x01\x00\x00'
+from .cdr_writer import CDR_LE, align
+
 _DOUBLES = 49  # score, pose (7), covariance (36), bbox (5)
 _ORIENTATION_W = 7  # index of orientation.w among a detection's doubles
 _BBOX = 44  # index of bbox.center.position.x among a detection's doubles
@@ -39,11 +40,6 @@ _BBOX = 44  # index of bbox.center.position.x among a detection's doubles
 _SET = np.array([0, _ORIENTATION_W, _BBOX, _BBOX + 1, _BBOX + 3, _BBOX + 4, _BBOX + 2])
 #: Bytes from a detection's first float64 to its ``id``'s characters: the float64s, the length.
 _TO_ID_CHARS = _DOUBLES * 8 + 4
-
-
-def _align(offset, alignment: int):
-    """Round ``offset`` (an int or an integer array) up to a multiple of ``alignment``."""
-    return (offset + alignment - 1) // alignment * alignment
 
 
 def _strings(values) -> tuple[bytes, np.ndarray]:
@@ -81,14 +77,14 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
     # A Header that starts 4-aligned, padded to 4 (sec, nanosec, frame_id and its NUL),
     # then a uint32: in the array, the detection count, after which the first detection
     # starts; in a detection, the results count, after which its class_id's length field is.
-    first = hyp = _align(13 + len(frame), 4) + 4
+    first = hyp = align(13 + len(frame), 4) + 4
     # Float64s of detection i start at doubles_at[i] (8-aligned); detection i + 1 starts
     # after detection i's id, 4-aligned, and its float64s after its class_id, 8-aligned.
-    after_id = _align(_TO_ID_CHARS + id_lengths + 1, 4)  # to the next detection's start
+    after_id = align(_TO_ID_CHARS + id_lengths + 1, 4)  # to the next detection's start
     doubles_at = np.zeros(count, dtype=np.int64)
     if count:
-        doubles_at[0] = _align(first + hyp + 5 + lengths[0], 8)
-        steps = _align(after_id[:-1] + hyp + 5 + lengths[1:], 8)
+        doubles_at[0] = align(first + hyp + 5 + lengths[0], 8)
+        steps = align(after_id[:-1] + hyp + 5 + lengths[1:], 8)
         doubles_at[1:] = doubles_at[0] + np.cumsum(steps)
     starts = np.concatenate([[first], doubles_at[:-1] + after_id[:-1]]) if count else \
         doubles_at
@@ -96,8 +92,8 @@ def encode_detection2d_array(sec: int, nanosec: int, frame_id: str, boxes_xyxy: 
     end = int(doubles_at[-1] + _TO_ID_CHARS + id_lengths[-1] + 1) if count else first
     # payload (the CDR stream after the encapsulation header) starts 8-aligned in memory,
     # so its float64 and uint32 views are aligned.
-    raw = np.zeros(_align(end, 8) + 16, dtype=np.uint8)
-    raw[4:8] = np.frombuffer(_CDR_LE, dtype=np.uint8)
+    raw = np.zeros(align(end, 8) + 16, dtype=np.uint8)
+    raw[4:8] = np.frombuffer(CDR_LE, dtype=np.uint8)
     payload = raw[8:]
     u32 = payload.view('<u4')
     f64 = payload.view('<f8')

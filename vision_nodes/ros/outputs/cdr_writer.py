@@ -1,27 +1,39 @@
-"""A little-endian plain CDR writer, for the outputs that publish their messages as bytes.
+"""The one little-endian plain CDR writer, for the outputs that publish their messages as bytes.
 
-What ``rclpy.serialization.serialize_message`` writes, field by field: a 4-byte encapsulation
-header (``00 01``, little endian), then each primitive aligned to its size counted from the
-end of that header, a string as a uint32 length counting its final NUL, the UTF-8 bytes and
-the NUL. Padding bytes are zeros (rclpy's serialiser leaves whatever was in memory).
+What ``rclpy.serialization.serialize_message`` writes, field by field: the 4-byte encapsulation
+header :data:`CDR_LE`, then each primitive aligned to its size counted from the end of that
+header, a string as a uint32 length counting its final NUL, the UTF-8 bytes and the NUL.
+Padding bytes are zeros (rclpy's serialiser leaves whatever was in memory). :class:`CdrWriter`
+appends field by field; an encoder that places every field at once with NumPy (:mod:`.cdr`)
+computes its offsets with :func:`align`.
 """
 
 from __future__ import annotations
 
 import struct
 
-_CDR_LE = b'\x00\x01\x00\x00'
+#: Encapsulation header: plain CDR, little endian, no options.
+CDR_LE = b'\x00\x01\x00\x00'
+
+
+def align(offset, alignment: int):
+    """Round ``offset`` (an int or an integer array) up to a multiple of ``alignment``."""
+    return (offset + alignment - 1) // alignment * alignment
 
 
 class CdrWriter:
     """Fields appended to a growing buffer, each aligned as CDR aligns it."""
 
     def __init__(self) -> None:
-        self.out = bytearray(_CDR_LE)
+        self.out = bytearray(CDR_LE)
 
     def align(self, size: int) -> None:
         """Pad with zeros until the next field of ``size`` bytes is aligned."""
-        self.out += bytes(-(len(self.out) - len(_CDR_LE)) % size)
+        self.out += bytes(-(len(self.out) - len(CDR_LE)) % size)
+
+    def uint8(self, value: int) -> None:
+        """Write a uint8."""
+        self.out.append(value)
 
     def uint32(self, value: int) -> None:
         """Write a uint32."""

@@ -22,9 +22,9 @@ from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 from ...stage_times import mark
 from ...tasks.classify import Classification as ClassifyResult
-from ..cdr import encode_image
 from .classify_messages import classification_to_cdr
 from .detection_outputs import IMAGES, LATCHED
+from .image_cdr import encode_image
 from .label_info import label_info_msg
 
 #: Publish the picture with the top classes written on it: a switch of these outputs.

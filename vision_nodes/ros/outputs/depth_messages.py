@@ -17,7 +17,7 @@ import numpy as np
 from sensor_msgs.msg import CameraInfo, RegionOfInterest
 
 from ...tasks.depth import DepthResult
-from ..cdr import encode_image
+from .image_cdr import encode_image
 
 #: Encodings of the published images.
 DEPTH_ENCODING = '32FC1'

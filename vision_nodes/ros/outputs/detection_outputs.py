@@ -31,11 +31,11 @@ from ...tasks.detect import DetectionParams, Detections
 from ...text import clip
 from ...tracking import Tracking, TrackerConfigError
 from ..depth_topic import stamp_ns
-from ..cdr import encode_image
 from ..log_limiter import LogLimiter
 from .detection3d_outputs import Detection3DOutputs
 from .detection_messages import detections_to_cdr
 from .detection_switches import SWITCHES, DetectionSwitches
+from .image_cdr import encode_image
 from .label_info import label_info_msg
 
 #: label_info is sent once per activation and kept for late subscribers.
