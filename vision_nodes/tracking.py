@@ -1,10 +1,12 @@
-"""Multi-object tracking of a model's detections: Ultralytics' ByteTrack and BoT-SORT. ROS-free.
+"""Multi-object tracking of a model's detections: ByteTrack and BoT-SORT. ROS-free.
 
-The trackers themselves (Kalman filter, two-stage assignment with ``lap``) are Ultralytics'
-(``ultralytics.trackers``); this module feeds them one frame's detections and reads back which
-detection each confirmed track took, so the published detections carry a stable track id.
-Like Ultralytics' own ``model.track``, a detection the tracker has not confirmed (a new object
-on its first frame, a low-score box matching no track) is left out of a tracked frame.
+ByteTrack is the package's own (:mod:`.bytetrack`: NumPy and ``lap``, no torch, the same ids
+as Ultralytics' on the same detections), so it runs with ONNX Runtime or OpenVINO alone;
+BoT-SORT (camera-motion compensation with OpenCV) is Ultralytics' (``ultralytics.trackers``)
+and needs the torch install. This module feeds a tracker one frame's detections and reads back
+which detection each confirmed track took, so the published detections carry a stable track
+id. Like Ultralytics' own ``model.track``, a detection the tracker has not confirmed (a new
+object on its first frame, a low-score box matching no track) is left out of a tracked frame.
 
 One tracker state per input (:class:`Tracking` is keyed by the input's name, so a node with
 several cameras keeps one per camera). A state starts afresh when its input's ``frame_id``
@@ -26,6 +28,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
+from .bytetrack import DEFAULTS as BYTETRACK_DEFAULTS
+from .bytetrack import ByteTrack
 from .files import read_regular
 from .limits import MAX_TRACKER_CONFIG_BYTES
 from .text import clip, clip_path, show
@@ -40,14 +44,22 @@ class TrackerConfigError(ValueError):
 
 
 def _packaged_config(kind: str) -> dict[str, Any]:
-    """Ultralytics' own YAML for ``kind`` (the defaults a ``tracker_config`` overrides).
+    """Return ``kind``'s default settings (those a ``tracker_config`` overrides).
 
-    Found without importing ultralytics (a parameter check must stay quick).
+    ByteTrack's are the package's own (:data:`.bytetrack.DEFAULTS`); BoT-SORT's are
+    Ultralytics' YAML, found without importing ultralytics (a parameter check must stay
+    quick).
     """
-    spec = importlib.util.find_spec('ultralytics')
+    if kind == 'bytetrack':
+        return dict(BYTETRACK_DEFAULTS)
+    try:
+        spec = importlib.util.find_spec('ultralytics')
+    except (ImportError, ValueError):  # a finder that refuses it, a module without a spec
+        spec = None
     if spec is None or not spec.submodule_search_locations:
-        raise TrackerConfigError('tracking needs the ultralytics package, which is not '
-                                 'installed (requirements/)')
+        raise TrackerConfigError(f'tracker {kind} needs the ultralytics package (the torch '
+                                 'install: requirements/torch.txt), which is not installed; '
+                                 'tracker bytetrack runs without it')
     folder = Path(next(iter(spec.submodule_search_locations))) / 'cfg' / 'trackers'
     return _read_yaml(folder / f'{kind}.yaml', TrackerConfigError)
 
@@ -152,7 +164,7 @@ def _apply(kind: str, config: str, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def tracker_settings(kind: str, config: str = '') -> dict[str, Any]:
-    """Return the settings of tracker ``kind``: Ultralytics' defaults, ``config``'s on top.
+    """Return the settings of tracker ``kind``: its defaults, ``config``'s on top.
 
     ``config`` (a YAML file, read bounded through :mod:`.files`) may set any of the defaults'
     keys with a value of the same type, a threshold in [0, 1], ``track_buffer`` an integer in
@@ -182,7 +194,7 @@ def tracker_config_problem(tracker: str, config: str) -> str | None:
         named = data.get('tracker_type')
         kinds = [tracker] if tracker in TRACKERS[1:] else [named] if named else TRACKERS[1:]
         # The reason shown is that of a tracker that knows every key, if one does.
-        kinds = sorted(kinds, key=lambda kind: not set(data) <= set(_packaged_config(kind)))
+        kinds = sorted(kinds, key=lambda kind: not _knows_every_key(kind, data))
         problems = []
         for kind in kinds:
             try:
@@ -196,6 +208,14 @@ def tracker_config_problem(tracker: str, config: str) -> str | None:
     except Exception as exc:  # noqa: BLE001 - a check answers; it never raises into a service
         return (f'{clip_path(config)}: tracker configuration cannot be checked: '
                 f'{type(exc).__name__}: {clip(exc)}')
+
+
+def _knows_every_key(kind: str, data: Mapping[str, Any]) -> bool:
+    """Say whether ``kind`` has a setting of each key of ``data`` (no when they are unknown)."""
+    try:
+        return set(data) <= set(_packaged_config(kind))
+    except TrackerConfigError:  # BoT-SORT without ultralytics
+        return False
 
 
 def check_tracker(value: str, values: Mapping[str, Any]) -> str | None:
@@ -273,16 +293,19 @@ _LOG = _UltralyticsLog()
 
 
 def _make_tracker(kind: str, settings: dict[str, Any]) -> Any:
+    """Return a fresh tracker: the package's ByteTrack, or Ultralytics' BoT-SORT."""
+    if kind == 'bytetrack':
+        return ByteTrack(**settings)
     from .loaders.ultralytics import import_ultralytics
 
     import_ultralytics()
-    from ultralytics.trackers import BOTSORT, BYTETracker
+    from ultralytics.trackers import BOTSORT
     from ultralytics.utils import LOGGER
 
     if _LOG not in LOGGER.filters:
         LOGGER.addFilter(_LOG)
     args = types.SimpleNamespace(**settings)
-    return BOTSORT(args) if kind == 'botsort' else BYTETracker(args)
+    return BOTSORT(args)
 
 
 def _gmc_image(image: np.ndarray | None) -> np.ndarray | None:
@@ -290,6 +313,17 @@ def _gmc_image(image: np.ndarray | None) -> np.ndarray | None:
     if image is None or min(image.shape[:2]) < MIN_GMC_SIDE:
         return None
     return image
+
+
+def _botsort_update(tracker: Any, dets: _Boxes, image: np.ndarray | None,
+                    warn: Callable[[str], None] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Track one frame with Ultralytics' BoT-SORT; return (detection indices, track ids)."""
+    with _LOG.to(warn):
+        out = tracker.update(dets, image)
+    if len(out) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(out[:, -1], kind='stable')
+    return out[order, -1].astype(np.int64), out[order, 4].astype(np.int64)
 
 
 @dataclass
@@ -308,8 +342,8 @@ class Tracking:
                  warn: Callable[[str], None] | None = None) -> None:
         """Check ``config`` for tracker ``kind`` now (:func:`tracker_settings`).
 
-        ``warn`` gets what Ultralytics logs while a frame is tracked (None: its own handler
-        prints it).
+        ``warn`` gets what Ultralytics logs while BoT-SORT tracks a frame (None: its own
+        handler prints it); the package's ByteTrack logs nothing.
         """
         self.kind = kind
         self.config = config
@@ -334,17 +368,14 @@ class Tracking:
         half-updated: the input's next frame starts a fresh one.
         """
         stream = self._stream(key, frame_id, stamp_ns)
-        dets = _Boxes(boxes_xyxy, scores, class_ids)
         try:
-            with _LOG.to(self._warn):
-                out = stream.tracker.update(dets, _gmc_image(image))
+            if self.kind == 'bytetrack':
+                return stream.tracker.update(boxes_xyxy, scores, class_ids)
+            return _botsort_update(stream.tracker, _Boxes(boxes_xyxy, scores, class_ids),
+                                   _gmc_image(image), self._warn)
         except BaseException:
             self._streams.pop(key, None)
             raise
-        if len(out) == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        order = np.argsort(out[:, -1], kind='stable')
-        return out[order, -1].astype(np.int64), out[order, 4].astype(np.int64)
 
     def _stream(self, key: str, frame_id: str, stamp_ns: int) -> _Stream:
         """Return input ``key``'s state: a fresh one for a new frame_id or a stamp gone back."""

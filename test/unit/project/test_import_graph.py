@@ -27,9 +27,9 @@ FLOORS: dict[str, tuple[int, str]] = {
     'artifacts': (3, 'artifacts'),
     'loaders': (2, 'loaders'),
     'platform': (1, 'platform'),
-    **dict.fromkeys(('__init__', 'backends', 'boxes', 'files', 'image_codecs', 'images',
-                     'limits', 'manifest', 'parallel', 'param_spec', 'stage_times', 'stats',
-                     'text', 'yaml_safety'), (0, 'ground')),
+    **dict.fromkeys(('__init__', 'backends', 'boxes', 'bytetrack', 'files', 'image_codecs',
+                     'images', 'limits', 'manifest', 'parallel', 'param_spec', 'stage_times',
+                     'stats', 'text', 'yaml_safety'), (0, 'ground')),
 }
 #: (importer, imported) -> why the arrow may point up or sideways, or close a circle.
 EXCEPTIONS: dict[tuple[str, str], str] = {
