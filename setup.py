@@ -11,8 +11,9 @@ package_name = 'vision_nodes'
 # the same packages (the exact versions the suite runs, inside these ranges, or the same
 # range) and the lock's pins lie inside them (test/unit/project/test_extras.py). They bring
 # NumPy 2 and OpenCV from pip: beside apt ROS use rosdep and docs/installing.md instead.
+# lap: the assignments of the package's ByteTrack (tracking without torch).
 RUNTIME = ['numpy>=1.22', 'PyYAML>=5.4', 'opencv-python-headless>=4.6', 'simplejpeg>=1.7',
-           'pycocotools>=2.0.7']
+           'pycocotools>=2.0.7', 'lap>=0.5']
 # The TensorRT backend reads the ONNX (labels, external weights) with onnx; TensorRT 11 has no
 # fp16 builder flag, so fp16 there builds from an fp16-converted ONNX (onnxconverter-common,
 # when ONNX Runtime's own converter is not installed).
@@ -44,7 +45,7 @@ extras = {
     # OpenCV is installed (plain ultralytics brings opencv-python beside it).
     'torch': RUNTIME + ['torch>=2.1', 'torchvision', 'ultralytics-opencv-headless>=8.3',
                         'onnx>=1.15', 'onnxslim>=0.1.30', 'onnxruntime>=1.17',
-                        'transformers>=4.45', 'lap>=0.5'],
+                        'transformers>=4.45'],
     # The default validation set of the precision check (sample photographs).
     'validation': ['scikit-image>=0.22'],
     'test': ['pytest>=7,<9', 'pytest-xdist>=3', 'flake8>=6', 'pydocstyle>=6', 'vermin>=1.9',

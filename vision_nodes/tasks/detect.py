@@ -154,7 +154,8 @@ def decode_instances(output: Any, params: DetectionParams, classes: int, end2end
 TRACKER_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec('tracker', 'none',
               "Track the detections across frames: Detection2D.id becomes a stable track id "
-              "(Ultralytics' ByteTrack or BoT-SORT); detections a tracker has not confirmed "
+              "(bytetrack: the package's ByteTrack, Ultralytics' ids without torch; botsort: "
+              "Ultralytics' BoT-SORT, the torch path); detections a tracker has not confirmed "
               'are left out of tracked frames. none: ids are the indices. Restarts when the '
               "image's frame_id changes or its stamp jumps back.",
               choices=TRACKERS, applies='live', check=check_tracker),
