@@ -6,15 +6,16 @@ default), the allocator tuned as in the node; each round runs every variant in t
 
 * take    - rclpy's ``take_message`` of a ``bgr8`` image (640x480, 1080x810, 1920x1080) as a
             typed ``sensor_msgs/Image`` then :func:`image_to_array`'s view, against the raw
-            take (the serialized bytes) then :func:`vision_nodes.ros.cdr.read_image` and the
-            same view: what the node's image subscription does per frame, less the executor;
+            take (the serialized bytes) then
+            :func:`vision_nodes.ros.wire.cdr_reader.read_image` and the same view: what the
+            node's image subscription does per frame, less the executor;
 * publish - ``Publisher.publish`` of the node's outputs (810x1080 ``32FC1`` depth,
             ``mono16`` instance mask, ``bgr8`` annotated image; a Keypoints2DArray of 1-100
             people; a Detection3DArray of 1-100 boxes) built as a message (the typed
             builders of test/reference_messages.py, loaded by path) against the bytes of
-            :mod:`vision_nodes.ros.outputs.image_cdr`,
-            :mod:`~vision_nodes.ros.outputs.keypoints_cdr` and
-            :mod:`~vision_nodes.ros.outputs.detection3d_cdr`.
+            :mod:`vision_nodes.ros.wire.image_cdr`,
+            :mod:`~vision_nodes.ros.wire.keypoints_cdr` and
+            :mod:`~vision_nodes.ros.wire.detection3d_cdr`.
 
 Medians over rounds and their ratio (bytes / message). Not a test: nothing is asserted.
 
@@ -63,8 +64,8 @@ def bench_take(node, rounds: int) -> None:
     from rclpy.serialization import serialize_message
     from sensor_msgs.msg import Image
 
-    from vision_nodes.ros.cdr import read_image
-    from vision_nodes.ros.image_input import image_to_array, numpy_to_image
+    from vision_nodes.ros.wire.cdr_reader import read_image
+    from vision_nodes.ros.inputs.conversion import image_to_array, numpy_to_image
 
     def convert(msg, mode):
         image_to_array(read_image(msg) if mode == 'raw' else msg)
@@ -127,10 +128,10 @@ def bench_publish(node, rounds: int) -> None:
     from std_msgs.msg import Header
     from vision_nodes_msgs.msg import Keypoints2DArray
 
-    from vision_nodes.ros.outputs.image_cdr import encode_image
-    from vision_nodes.ros.image_input import numpy_to_image
-    from vision_nodes.ros.outputs.depth_messages import depth_to_cdr
-    from vision_nodes.ros.outputs.pose_messages import keypoints_to_cdr
+    from vision_nodes.ros.wire.image_cdr import encode_image
+    from vision_nodes.ros.inputs.conversion import numpy_to_image
+    from vision_nodes.ros.outputs.depth_outputs import depth_to_cdr
+    from vision_nodes.ros.outputs.pose_outputs import keypoints_to_cdr
     from vision_nodes.tasks.depth import DepthResult
     from vision_nodes.tasks.instances import PoseResult
 
@@ -165,7 +166,7 @@ def bench_publish_3d(node, rounds: int) -> None:
     from vision_msgs.msg import Detection3DArray
 
     from vision_nodes.geometry3d import Boxes3D
-    from vision_nodes.ros.outputs.detection3d_messages import detections_3d_to_cdr
+    from vision_nodes.ros.outputs.detection3d_outputs import detections_3d_to_cdr
     from vision_nodes.tasks.detect import Detections
 
     reference = _reference()

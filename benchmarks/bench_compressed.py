@@ -187,8 +187,8 @@ def node_part(bgr: np.ndarray, args, paired_ratio) -> int:
     from vision_msgs.msg import Detection2DArray
 
     from vision_nodes.image_codecs import decode_compressed
-    from vision_nodes.ros.compressed_input import numpy_to_compressed
-    from vision_nodes.ros.image_input import numpy_to_image
+    from vision_nodes.ros.inputs.conversion import numpy_to_compressed
+    from vision_nodes.ros.inputs.conversion import numpy_to_image
     from vision_nodes.tools.client import NodeProcess, VisionNodeClient, wait_for
 
     print(f'\n== node path: {bgr.shape[1]}x{bgr.shape[0]} frame, backend {args.backend}, raw '

@@ -125,15 +125,18 @@ def cdr_cases(revision: str) -> dict[str, tuple[Callable[[], Any], Callable[[], 
     """Return cases: the Detection2DArray encoder at git ``revision`` against this tree's."""
     import importlib.util
 
-    from vision_nodes.ros.outputs.cdr import encode_detection2d_array
+    from vision_nodes.ros.wire.detection2d_cdr import encode_detection2d_array
 
     root = Path(__file__).resolve().parent.parent
-    source = subprocess.run(['git', 'show', f'{revision}:vision_nodes/ros/outputs/cdr.py'],
-                            cwd=root, check=True, capture_output=True, text=True).stdout
+    for where in ('wire/detection2d_cdr.py', 'outputs/cdr.py'):  # its file now, and before
+        shown = subprocess.run(['git', 'show', f'{revision}:vision_nodes/ros/{where}'],
+                               cwd=root, capture_output=True, text=True)
+        if shown.returncode == 0:
+            break
     path = Path(tempfile.mkdtemp(prefix='bench_cdr_')) / 'cdr_before.py'
-    path.write_text(source)
+    path.write_text(shown.check_returncode() or shown.stdout)
     # Its relative imports (the CDR writer) are this tree's.
-    spec = importlib.util.spec_from_file_location('vision_nodes.ros.outputs.cdr_before', path)
+    spec = importlib.util.spec_from_file_location('vision_nodes.ros.wire.cdr_before', path)
     before = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(before)
     rng = np.random.default_rng(0)
@@ -153,7 +156,7 @@ def cases() -> dict[str, tuple[Callable[[], Any], Callable[[], Any], int]]:
     from builtin_interfaces.msg import Time
     from std_msgs.msg import Header
 
-    from vision_nodes.ros.outputs.detection_messages import detections_to_cdr
+    from vision_nodes.ros.outputs.detection_outputs import detections_to_cdr
     from vision_nodes.tasks.decode_buffers import DecodeBuffers
     from vision_nodes.tasks.detect import DetectionParams, decode_frames
     from vision_nodes.tasks.instances import SegmentResult

@@ -95,7 +95,7 @@ def main() -> int:
     from vision_nodes.tasks import load_manifest, resolve_manifest
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.platform.allocator import keep_freed_buffers
-    from vision_nodes.ros.image_input import numpy_to_image
+    from vision_nodes.ros.inputs.conversion import numpy_to_image
     from vision_nodes.tools.client import NodeProcess, VisionNodeClient, publish_until_answered
     from vision_nodes.tools.demo import bundled_images
 

@@ -172,8 +172,8 @@ def one_frame(height: int, width: int, confidence: float, source: str = 'tiles'
     from vision_nodes.manifest import use_default_model_dir
     from vision_nodes.tasks import resolve_manifest
     from vision_nodes.pipeline import build_pipeline
-    from vision_nodes.ros.outputs.image_cdr import encode_image
-    from vision_nodes.ros.outputs.segment_messages import instance_mask_to_cdr
+    from vision_nodes.ros.wire.image_cdr import encode_image
+    from vision_nodes.ros.outputs.segment_outputs import instance_mask_to_cdr
     from vision_nodes.tasks.detect import DetectionParams
 
     use_default_model_dir()

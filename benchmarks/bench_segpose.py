@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from vision_nodes.loaders.ultralytics import import_ultralytics
     from vision_nodes.tasks import resolve_manifest
-    from vision_nodes.ros.image_input import numpy_to_image
+    from vision_nodes.ros.inputs.conversion import numpy_to_image
     from vision_nodes.tools.client import NodeProcess, VisionNodeClient, wait_for
     from vision_nodes.tools.demo import bundled_images
 

@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     median, p95 = timed(lambda i: boxes_3d(dets[i].boxes, depth, k, (height, width)),
                         args.frames)
     print(f'3D geometry          median {median:6.3f} ms   p95 {p95:6.3f} ms')
-    from vision_nodes.ros.depth_topic import depth_view
+    from vision_nodes.ros.inputs.depth_topic import depth_view
 
     raw = (np.nan_to_num(depth) * 1000).astype(np.uint16)
     msg = SimpleNamespace(encoding='16UC1', height=height, width=width, step=width * 2,

@@ -21,7 +21,7 @@ from ultralytics import YOLO
 from vision_msgs.msg import Detection2D, Detection2DArray, ObjectHypothesisWithPose
 
 from vision_nodes.platform.allocator import keep_freed_buffers
-from vision_nodes.ros.image_input import image_to_numpy
+from vision_nodes.ros.inputs.conversion import image_to_numpy
 
 
 def main() -> None:

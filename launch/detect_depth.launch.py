@@ -12,7 +12,7 @@ namespaced by model name: ``yolov8n/detections``, ``yolov8n/label_info``,
 Lower latency and memory than two nodes (docs/benchmarks.md).
 """
 
-from vision_nodes.ros.launch_description import vision_launch_description
+from vision_nodes.ros.process.launch_description import vision_launch_description
 
 
 def generate_launch_description():

@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     import cv2
     from vision_msgs.msg import Detection2DArray
 
-    from vision_nodes.ros.image_input import numpy_to_image
+    from vision_nodes.ros.inputs.conversion import numpy_to_image
     from vision_nodes.tools.client import NodeProcess, VisionNodeClient
     from vision_nodes.tools.demo import bundled_images
 
@@ -360,7 +360,7 @@ def make_rig(node: Any, name: str, client: Any, images: dict[str, Any]) -> Lifec
     from sensor_msgs.msg import CameraInfo, Image
     from vision_msgs.msg import Detection2DArray, Detection3DArray
 
-    from vision_nodes.ros.image_input import numpy_to_image
+    from vision_nodes.ros.inputs.conversion import numpy_to_image
 
     cameras = []
     for camera, array in images.items():

@@ -18,8 +18,8 @@ from vision_msgs.msg import (Classification, Detection2D, Detection2DArray, Dete
                              Detection3DArray, ObjectHypothesis, ObjectHypothesisWithPose)
 
 from vision_nodes.geometry3d import Boxes3D
-from vision_nodes.ros.outputs.depth_messages import (COLORED_ENCODING, DEPTH_ENCODING,
-                                                     colored_pixels, depth_pixels)
+from vision_nodes.ros.outputs.depth_outputs import (COLORED_ENCODING, DEPTH_ENCODING,
+                                                    colored_pixels, depth_pixels)
 from vision_nodes.tasks.classify import Classification as ClassifyResult
 from vision_nodes.tasks.depth import DepthResult
 from vision_nodes.tasks.detect import Detections

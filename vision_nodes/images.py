@@ -3,7 +3,7 @@
 ROS-free: the table of encodings, their channel orders, the camera encodings converted to RGB
 before any model sees them, and the error every image problem raises
 (:class:`ImageConversionError`, whose message names the problem so callers can log it and skip
-the frame). Messages are turned into arrays in :mod:`vision_nodes.ros.image_input`.
+the frame). Messages are turned into arrays in :mod:`vision_nodes.ros.inputs.conversion`.
 
 Camera encodings are what drivers publish when they pass the sensor's format on (names and
 layouts as in ``sensor_msgs/image_encodings.hpp`` and the V4L2 formats it cites):

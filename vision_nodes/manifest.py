@@ -33,8 +33,7 @@ from .limits import (MAX_DETECTIONS, MAX_INPUT_PIXELS, MAX_INPUT_SIDE, MAX_LABEL
                      MAX_LABELS, MAX_MANIFEST_BYTES, MAX_NAME_CHARS, MAX_PATH_CHARS,
                      MAX_PREPROCESSING_MAGNITUDE)
 from .text import clip, show
-# SAFE_LOADER: ros/startup.py reads it here until it imports .yaml_safety.
-from .yaml_safety import SAFE_LOADER, safe_yaml, yaml_problem  # noqa: F401
+from .yaml_safety import safe_yaml, yaml_problem
 
 #: Every backend name a manifest may list (the backend table's; ``auto`` is a setting's value).
 KNOWN_BACKENDS = BACKEND_NAMES
@@ -551,16 +550,6 @@ def _exists(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return True
-
-
-def resolve_manifest(model: str, search_dirs: list[Path] | None = None) -> ModelManifest:
-    """Transitional: the registry's, for ``ros/parameters.py`` until it imports that one.
-
-    The one upward import of this module (listed in test_import_graph.py).
-    """
-    from .tasks.registry import resolve_manifest as resolve
-
-    return resolve(model, search_dirs)
 
 
 def find_manifest(model: str, search_dirs: list[Path] | None = None) -> Path:

@@ -1,7 +1,7 @@
 """Parameter specifications: name, default, constraints, when a change applies, validation.
 
 ROS-free, so that tasks can declare their live parameters next to the processing that reads
-them; :mod:`vision_nodes.ros.params` turns a spec into an rcl ``ParameterDescriptor``.
+them; :mod:`vision_nodes.ros.params.specs` turns a spec into an rcl ``ParameterDescriptor``.
 """
 
 from __future__ import annotations

@@ -250,10 +250,10 @@ def assess(snap: StatsSnapshot, limits: HealthLimits, state: str = 'active',
     ``state`` is the lifecycle state: anything but ``active`` is OK (not expected to
     process). ``explain_silence`` is called only when no image arrived for
     ``limits.no_image_timeout_s``; it returns the likely cause (see
-    :func:`vision_nodes.ros.qos.explain_silence`). ``delivery`` is the median seconds from
+    :func:`vision_nodes.ros.inputs.qos.explain_silence`). ``delivery`` is the median seconds from
     DDS delivery to the node's callback and the number of frames it is taken over;
     ``explain_slow_delivery`` is called only when that median is above
-    :data:`SLOW_DELIVERY_S` (see :func:`vision_nodes.ros.qos.explain_slow_delivery`).
+    :data:`SLOW_DELIVERY_S` (see :func:`vision_nodes.ros.inputs.qos.explain_slow_delivery`).
     """
     if state != 'active':
         return Health(OK, f'{state}: not processing images')

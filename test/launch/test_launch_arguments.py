@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from launch_skip import NO_LAUNCH_STACK, ros2, skip_reason
-from vision_nodes.ros.launch_description import DEFAULT_RESPAWN_DELAY, Output, _note_given
-from vision_nodes.ros.params import SPECS
+from vision_nodes.ros.process.launch_description import DEFAULT_RESPAWN_DELAY, Output, _note_given
+from vision_nodes.ros.params.specs import SPECS
 
 pytest.importorskip('ros2launch', reason=NO_LAUNCH_STACK)
 ROOT = Path(__file__).resolve().parents[2]

@@ -101,7 +101,7 @@ def bus_image() -> Image:
     import cv2
     import ultralytics
 
-    from vision_nodes.ros.image_input import numpy_to_image
+    from vision_nodes.ros.inputs.conversion import numpy_to_image
 
     path = Path(ultralytics.__file__).parent / 'assets' / 'bus.jpg'
     bgr = cv2.imread(str(path))

@@ -80,7 +80,7 @@ class TestObbLaunch(unittest.TestCase):
         import cv2
         import ultralytics
 
-        from vision_nodes.ros.image_input import numpy_to_image
+        from vision_nodes.ros.inputs.conversion import numpy_to_image
 
         cls.client = VisionNodeClient(NODE, 'test_launch_obb_client')
         cls.bgr = cv2.imread(str(Path(ultralytics.__file__).parent / 'assets' / 'bus.jpg'))

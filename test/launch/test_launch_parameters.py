@@ -16,8 +16,8 @@ import pytest
 import rclpy
 import yaml
 
-from vision_nodes.ros.launch_description import (DEFAULT_BACKEND, OVERRIDABLE, node_parameters,
-                                                 override_arguments)
+from vision_nodes.ros.process.launch_description import (DEFAULT_BACKEND, OVERRIDABLE,
+                                                         node_parameters, override_arguments)
 from vision_nodes.ros.node import VisionNode
 
 NO_ARGUMENTS = {name: '' for name in OVERRIDABLE}
@@ -110,8 +110,8 @@ def test_missing_parameters_file_is_an_error_naming_it(tmp_path):
 
 def test_launch_arguments_describe_the_parameters_they_set():
     """One source: an argument's description and choices are its node parameter's spec."""
-    from vision_nodes.ros.launch_description import _from_spec
-    from vision_nodes.ros.params import SPECS
+    from vision_nodes.ros.process.launch_description import _from_spec
+    from vision_nodes.ros.params.specs import SPECS
 
     for name in OVERRIDABLE:
         kwargs = _from_spec(name, SPECS[name].default)

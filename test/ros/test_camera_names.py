@@ -6,9 +6,9 @@ import pytest
 
 pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
 
-from vision_nodes.ros.camera_names import (camera_sibling, check_names,  # noqa: E402
-                                           output_namespaces, topic_namespace)
-from vision_nodes.ros.params import validate  # noqa: E402
+from vision_nodes.ros.inputs.camera_names import (camera_sibling, check_names,  # noqa: E402
+                                                  output_namespaces, topic_namespace)
+from vision_nodes.ros.params.specs import validate  # noqa: E402
 
 
 @pytest.mark.parametrize('topic,space', [

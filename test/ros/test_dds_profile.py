@@ -27,7 +27,7 @@ import numpy as np
 import rclpy
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import Image
-from vision_nodes.ros.image_input import numpy_to_image
+from vision_nodes.ros.inputs.conversion import numpy_to_image
 rclpy.init()
 node = rclpy.create_node(sys.argv[1])
 qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT)

@@ -13,7 +13,7 @@ from rclpy.serialization import deserialize_message, serialize_message  # noqa: 
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 
-from vision_nodes.ros.outputs.depth_messages import camera_info_for, described_shape  # noqa: E402
+from vision_nodes.ros.outputs.depth_outputs import camera_info_for, described_shape  # noqa: E402
 from vision_nodes.tasks.depth import DepthParams, DepthResult, colorize  # noqa: E402
 
 from reference_messages import colored_to_msg, depth_to_msg  # noqa: E402

@@ -15,10 +15,10 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
 from rclpy.serialization import deserialize_message, serialize_message
 from builtin_interfaces.msg import Time
 
-from vision_nodes.ros.diagnostics import (NodeFacts, diagnostic_array, diagnostic_status,
-                                          status_values)
+from vision_nodes.ros.process.diagnostics import (NodeFacts, diagnostic_array, diagnostic_status,
+                                                  status_values)
 from vision_nodes.stage_times import STAGES, FrameClock, StageTimes, mark, stage_key, timing
-from vision_nodes.ros.qos import SLOW_DELIVERY_CAUSE, explain_slow_delivery
+from vision_nodes.ros.inputs.qos import SLOW_DELIVERY_CAUSE, explain_slow_delivery
 from vision_nodes.stats import (DELIVERY_MIN_FRAMES, ERROR, OK, SLOW_DELIVERY_S, WARN,
                                 FrameStats, HealthLimits, assess, host_rss_bytes,
                                 stamp_latency)

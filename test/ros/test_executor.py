@@ -21,7 +21,7 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 
 from node_harness import node_in_own_context  # noqa: E402
-from vision_nodes.ros.executor import TransitionExecutor  # noqa: E402
+from vision_nodes.ros.process.executor import TransitionExecutor  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
 
 

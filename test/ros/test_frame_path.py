@@ -11,7 +11,7 @@ import time
 import pytest
 
 from node_harness import node_in_own_context
-from vision_nodes.ros.frame_path import FramePath
+from vision_nodes.ros.inputs.frame_path import FramePath
 
 
 class Sink:

@@ -19,10 +19,10 @@ pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts
 from rclpy.parameter import Parameter  # noqa: E402
 
 from node_harness import own_context  # noqa: E402
-from vision_nodes.ros.compat import lifecycle_state  # noqa: E402
+from vision_nodes.ros.process.compat import lifecycle_state  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
-from vision_nodes.ros.parameters import output_switches  # noqa: E402
-from vision_nodes.ros.params import PARAMS, REPORTS, coerce, validate  # noqa: E402
+from vision_nodes.ros.params.policy import output_switches  # noqa: E402
+from vision_nodes.ros.params.specs import PARAMS, REPORTS, coerce, validate  # noqa: E402
 from vision_nodes.tasks.detect import DetectionTask  # noqa: E402
 
 NODE_SPECS = {spec.name: spec for spec in PARAMS}

@@ -32,7 +32,7 @@ from rclpy.parameter import Parameter  # noqa: E402
 from std_msgs.msg import String  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
-from vision_nodes.ros.compat import lifecycle_state  # noqa: E402
+from vision_nodes.ros.process.compat import lifecycle_state  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
 
 SCALE = max(1, int(os.environ.get('VISION_NODES_FUZZ_SCALE', '1')))

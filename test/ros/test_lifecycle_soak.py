@@ -30,7 +30,7 @@ pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts
 
 from rclpy.parameter import Parameter  # noqa: E402
 
-from vision_nodes.ros.compat import lifecycle_state  # noqa: E402
+from vision_nodes.ros.process.compat import lifecycle_state  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / 'scripts'))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vision_nodes.ros.log_limiter import LogLimiter
+from vision_nodes.ros.process.log_limiter import LogLimiter
 
 
 class Clock:

@@ -25,7 +25,7 @@ from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.drawing import colour  # noqa: E402
 from vision_nodes.geometry3d import Boxes3D  # noqa: E402
-from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
+from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.ros.outputs.detection3d_markers import BOX_ALPHA, markers_msg  # noqa: E402
 from vision_nodes.tasks.detect import Detections  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402

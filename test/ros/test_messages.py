@@ -13,8 +13,8 @@ from rclpy.serialization import deserialize_message, serialize_message
 from std_msgs.msg import Header
 from vision_msgs.msg import Classification, Detection2DArray
 
-from vision_nodes.ros.outputs.classify_messages import classification_to_cdr
-from vision_nodes.ros.outputs.detection_messages import detections_to_cdr
+from vision_nodes.ros.outputs.classify_outputs import classification_to_cdr
+from vision_nodes.ros.outputs.detection_outputs import detections_to_cdr
 from vision_nodes.ros.outputs.label_info import label_info_msg
 from vision_nodes.tasks.classify import Classification as ClassifyResult
 from vision_nodes.tasks.detect import Detections

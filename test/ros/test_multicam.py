@@ -25,7 +25,7 @@ from node_harness import Harness  # noqa: E402
 from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.platform.cpu import cpu_info  # noqa: E402
-from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
+from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: E402
 
@@ -181,7 +181,7 @@ def test_compressed_cameras_in_lazy_mode_take_only_the_wanted_camera(model_dir,
     camera whose own detections have a subscriber is taken."""
     from sensor_msgs.msg import CompressedImage
 
-    from vision_nodes.ros.compressed_input import numpy_to_compressed
+    from vision_nodes.ros.inputs.conversion import numpy_to_compressed
 
     h = Harness(_params(model_dir, engine_cache_dir, image_transport='compressed', lazy=True,
                         image_topics=['/front/image_raw', '/rear/image_raw']),

@@ -25,7 +25,7 @@ from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from depth_weights import depth_anything_folder, shared_folder, tiny_manifest  # noqa: E402
 from node_harness import Harness  # noqa: E402
-from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
+from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: E402
 
 

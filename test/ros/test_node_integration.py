@@ -24,7 +24,7 @@ import node_harness  # noqa: E402
 from detection_match import assert_same_detections  # noqa: E402
 from node_harness import LATCHED  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
-from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
+from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 
 PERSON, BUS = '0', '5'
 # Where things are in bus.jpg (1080 x 810 px): centres of the three people standing in front

@@ -132,7 +132,7 @@ def test_malformed_image_bytes_are_one_line_and_the_node_goes_on(
     next good frame gives detections."""
     from rclpy.serialization import serialize_message
 
-    from vision_nodes.ros.image_input import numpy_to_image
+    from vision_nodes.ros.inputs.conversion import numpy_to_image
 
     h = Harness(_params(model_dir, engine_cache_dir), 'vn_cdr')
     try:

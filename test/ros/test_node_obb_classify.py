@@ -33,7 +33,7 @@ from node_harness import LATCHED, Harness  # noqa: E402
 from ultralytics_reference import predict  # noqa: E402
 from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
-from vision_nodes.ros.image_input import image_to_numpy, numpy_to_image  # noqa: E402
+from vision_nodes.ros.inputs.conversion import image_to_numpy, numpy_to_image  # noqa: E402
 from vision_nodes.tasks.classify import ClassifyParams  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: E402

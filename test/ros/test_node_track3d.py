@@ -31,7 +31,7 @@ from vision_msgs.msg import Detection2DArray, Detection3DArray  # noqa: E402
 
 from node_harness import Harness  # noqa: E402
 from vision_nodes.boxes import pairwise_iou  # noqa: E402
-from vision_nodes.ros.image_input import numpy_to_image  # noqa: E402
+from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
 
 FRAMES = 24

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from node_harness import node_in_own_context
-from vision_nodes.ros.batcher import FrameBatcher
-from vision_nodes.ros.diagnostics import NodeFacts, status_values
-from vision_nodes.ros.frame_path import FramePath, ServedModel
-from vision_nodes.ros.image_input import numpy_to_image
-from vision_nodes.ros.log_limiter import LogLimiter
+from vision_nodes.ros.inputs.batcher import FrameBatcher
+from vision_nodes.ros.process.diagnostics import NodeFacts, status_values
+from vision_nodes.ros.inputs.frame_path import FramePath, ServedModel
+from vision_nodes.ros.inputs.conversion import numpy_to_image
+from vision_nodes.ros.process.log_limiter import LogLimiter
 from vision_nodes.stats import HealthLimits
 from vision_nodes.tools.client import wait_for
 

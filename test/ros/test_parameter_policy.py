@@ -16,8 +16,8 @@ from rclpy.parameter import Parameter  # noqa: E402
 
 from node_harness import manifest_copy, own_context  # noqa: E402
 from vision_nodes.ros.node import VisionNode  # noqa: E402
-from vision_nodes.ros.params import SPECS  # noqa: E402
-from vision_nodes.ros.parameters import output_switches, when_refused  # noqa: E402
+from vision_nodes.ros.params.specs import SPECS  # noqa: E402
+from vision_nodes.ros.params.policy import output_switches, when_refused  # noqa: E402
 from vision_nodes.tasks import param_defaults, resolve_manifest, task_class  # noqa: E402
 
 

@@ -15,8 +15,8 @@ from rclpy.qos import (DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_prof
 from sensor_msgs.msg import CompressedImage, Image
 
 from node_harness import node_in_own_context
-from vision_nodes.ros.qos import (LARGE_IMAGE_CAVEAT, choose_qos, explain_silence,
-                                  incompatibility, review_qos, subscription_qos)
+from vision_nodes.ros.inputs.qos import (LARGE_IMAGE_CAVEAT, choose_qos, explain_silence,
+                                         incompatibility, review_qos, subscription_qos)
 from vision_nodes.tools.client import wait_for
 
 RELIABLE = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)

@@ -19,7 +19,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy  # noqa: E
 from sensor_msgs.msg import Image  # noqa: E402
 
 from node_harness import Harness  # noqa: E402
-from vision_nodes.ros import qos_overrides  # noqa: E402
+from vision_nodes.ros.params import qos_overrides  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
 
 

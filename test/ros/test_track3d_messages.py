@@ -9,7 +9,7 @@ from std_msgs.msg import Header
 
 from vision_nodes.geometry3d import Boxes3D
 from vision_nodes.images import ImageConversionError
-from vision_nodes.ros.depth_topic import depth_view
+from vision_nodes.ros.inputs.depth_topic import depth_view
 from vision_nodes.tasks.detect import Detections
 
 from reference_messages import detections_3d_to_msg

@@ -4,15 +4,15 @@
   model can use, load each model through the engine cache, declare its task parameters (the
   manifest's values as defaults) and create its outputs (looked up by task).
 * activate: subscribe to the images (one subscription and one conversion per frame for all
-  models; with ``image_topics`` one per camera, their frames batched, see :mod:`.cameras`)
+  models; with ``image_topics`` one per camera, their frames batched, see :mod:`.inputs.cameras`)
   and start the inference thread.
 * deactivate: drop the subscription, finish the frame in flight. cleanup / shutdown / error:
   release everything configure made.
 
-Each job lives in a room of its own: :mod:`.parameters` (the parameter policy),
-:mod:`.inputs` (the image subscription), :mod:`.frame_path` (frames -> models -> outputs, the
-one place stale frames are dropped), :mod:`.diagnostics_publisher`, :mod:`.outputs`.
-Transitions run on a thread of their own (:mod:`.executor`), so lifecycle and parameter
+Each job lives in a room of its own: :mod:`.params` (the parameter policy), :mod:`.inputs`
+(the image subscription; :mod:`.inputs.frame_path`, frames -> models -> outputs, the one place
+stale frames are dropped), :mod:`.outputs`, :mod:`.process` (diagnostics, the executor).
+Transitions run on a thread of their own (:mod:`.process.executor`), so lifecycle and parameter
 services answer while a model is exported. Every failure is logged in one line with its cause
 and returns FAILURE; the node stays alive and can be configured again.
 """
@@ -29,19 +29,19 @@ from rclpy.lifecycle import State, TransitionCallbackReturn
 from ..pipeline import build_pipelines
 from ..platform.allocator import keep_freed_buffers
 from ..text import clip
-from . import compat
-from .diagnostics_publisher import DiagnosticsPublisher
-from .endpoints import Endpoints
-from .camera_names import output_namespaces
-from .cameras import CameraInputs
-from .executor import isolate_transitions, spin_until_shutdown
-from .frame_path import FramePath, ServedModel
-from .inputs import ImageInput
-from .log_limiter import LogLimiter
+from .inputs.camera_names import output_namespaces
+from .inputs.cameras import CameraInputs
+from .inputs.frame_path import FramePath, ServedModel
+from .inputs.subscription import ImageInput
 from .outputs.camera_outputs import CameraOutputs
 from .outputs.registry import outputs_class
-from .parameters import ParameterPolicy
-from .transitions import transition
+from .params.policy import ParameterPolicy
+from .process import compat
+from .process.diagnostics_publisher import DiagnosticsPublisher
+from .process.endpoints import Endpoints
+from .process.executor import isolate_transitions, spin_until_shutdown
+from .process.log_limiter import LogLimiter
+from .process.transitions import transition
 
 
 class VisionNode(LifecycleNode):
@@ -253,12 +253,12 @@ def main(args: list[str] | None = None) -> None:
     """Run the node: spin until SIGINT/SIGTERM or the shutdown transition.
 
     Returns normally (exit code 0) on shutdown; an argument the node cannot start with ends
-    the process with one line and exit code 2 (:func:`.startup.start_node`). The program
+    the process with one line and exit code 2 (:func:`.process.startup.start_node`). The program
     ``vision_node`` is :mod:`.main`, which applies the allocator settings before rclpy is
     imported; here they come after (``python -m vision_nodes.ros.node``), before any
     frame-sized buffer exists.
     """
-    from .startup import start_node
+    from .process.startup import start_node
 
     keep_freed_buffers()
     node = start_node(VisionNode, args, 'vision_node')

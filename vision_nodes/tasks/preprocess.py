@@ -97,7 +97,7 @@ def channel_map(encoding: str, color_order: str) -> tuple[int, int, int]:
     if rgb is None and encoding in CAMERA_ENCODINGS:
         raise ImageConversionError(
             f'encoding {show(encoding)} is converted to rgb8 when a message is read '
-            '(vision_nodes.ros.image_input.image_to_array), not by the task')
+            '(vision_nodes.ros.inputs.conversion.image_to_array), not by the task')
     if rgb is None:
         raise ImageConversionError(
             f'encoding {show(encoding)} cannot feed a colour model '

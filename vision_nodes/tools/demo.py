@@ -35,7 +35,7 @@ from sensor_msgs.msg import Image
 from vision_msgs.msg import Classification, Detection2DArray, LabelInfo
 
 from .client import NodeProcess, VisionNodeClient, publish_until_answered
-from ..ros.image_input import image_to_numpy, numpy_to_image
+from ..ros.inputs.conversion import image_to_numpy, numpy_to_image
 from ..manifest import ManifestError, use_default_model_dir
 from ..tasks import resolve_manifest
 from ..loaders.ultralytics import import_ultralytics

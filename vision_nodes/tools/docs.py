@@ -4,7 +4,7 @@
     python -m vision_nodes.tools.docs --check   # exit 1, naming the files, if any is
 
 Each fact has one source: parameters are the :class:`~vision_nodes.param_spec.ParamSpec`
-tables (the node's in :mod:`vision_nodes.ros.params`, each task's ``params`` and its
+tables (the node's in :mod:`vision_nodes.ros.params.specs`, each task's ``params`` and its
 outputs' switches), backends the
 runner tables (:func:`backend_facts`). In ``README.md`` and ``docs/*.md`` the text between
 ``<!-- BEGIN generated: NAME -->`` and ``<!-- END generated: NAME -->`` is this module's
@@ -34,8 +34,8 @@ APPLIES_TEXT = {'reload': 'reload', 'activate': 'activate', 'live': 'live'}
 
 def parameter_groups() -> list[tuple[str, tuple[ParamSpec, ...]]]:
     """(label, specs): the node's parameters, each task's (with its outputs'), the reports."""
-    from ..ros.parameters import output_switches
-    from ..ros.params import PARAMS, REPORTS
+    from ..ros.params.policy import output_switches
+    from ..ros.params.specs import PARAMS, REPORTS
     from ..tasks import task_class
 
     return [('', PARAMS),
@@ -102,7 +102,7 @@ def _cell(text: str) -> str:
 
 def parameters_block() -> str:
     """Return the parameter table: name, default, range or choices, when it applies, meaning."""
-    from ..ros.params import REPORTS
+    from ..ros.params.specs import REPORTS
 
     lines = ['| name | default | range / choices | applies | meaning |', '|---|---|---|---|---|']
     for label, specs in parameter_groups():
@@ -162,9 +162,9 @@ DETECT_YAML_HEADER = """\
 
 def detect_yaml() -> str:
     """config/detect.yaml: every parameter a detection node can be given, at its default."""
-    from ..ros.launch_description import OVERRIDABLE
-    from ..ros.parameters import output_switches
-    from ..ros.params import PARAMS
+    from ..ros.process.launch_description import OVERRIDABLE
+    from ..ros.params.policy import output_switches
+    from ..ros.params.specs import PARAMS
     from ..tasks import task_class
 
     overridable = textwrap.wrap(

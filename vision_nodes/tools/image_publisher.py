@@ -40,8 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import CompressedImage, Image
 
-    from ..ros.image_input import numpy_to_image
-    from ..ros.startup import start_node
+    from ..ros.inputs.conversion import numpy_to_image
+    from ..ros.process.startup import start_node
 
     bgr = cv2.imread(args.image)
     if bgr is None:

@@ -114,7 +114,7 @@ def _check_detections(dets: Detections, height: int, width: int) -> None:
 
 def _through_the_node_path(pipeline, msg) -> str:
     """What the node does with a frame: convert, process. Return 'ok' or 'refused'."""
-    from vision_nodes.ros.image_input import image_to_array
+    from vision_nodes.ros.inputs.conversion import image_to_array
 
     try:
         image, encoding = image_to_array(msg)
@@ -131,7 +131,7 @@ def _through_the_node_path(pipeline, msg) -> str:
 def test_thin_images_through_the_real_model(pipeline, shape: tuple[int, int],
                                             encoding: str) -> None:
     """1 x 2000 and 4000 x 1 are valid images: they give detections, not an OpenCV error."""
-    from vision_nodes.ros.image_input import numpy_to_image
+    from vision_nodes.ros.inputs.conversion import numpy_to_image
 
     channels = ENCODINGS[encoding].channels
     rng = np.random.default_rng(sum(shape))
@@ -153,7 +153,7 @@ def test_thin_images_through_the_real_model(pipeline, shape: tuple[int, int],
 ])
 def test_images_beyond_the_bound_are_refused_before_any_work(height: int, width: int,
                                                              step: int) -> None:
-    from vision_nodes.ros.image_input import image_to_array
+    from vision_nodes.ros.inputs.conversion import image_to_array
 
     for encoding in ('mono8', 'yuv422', 'nv24', 'bayer_rggb8'):
         msg = _message(height, width, encoding, step, b'\0' * 64)
@@ -220,7 +220,7 @@ def test_fuzzed_images_through_the_real_model(pipeline, assets: Path) -> None:
     rng = np.random.default_rng(20261123)
     outcomes = {'ok': 0, 'refused': 0, 'camera encodings converted': 0}
     inferences, started = 0, time.monotonic()
-    from vision_nodes.ros.image_input import image_to_array
+    from vision_nodes.ros.inputs.conversion import image_to_array
 
     for case in range(300 * SCALE):
         msg = _fuzzed_image(rng, bus)

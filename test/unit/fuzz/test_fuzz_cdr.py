@@ -28,11 +28,11 @@ from std_msgs.msg import Header  # noqa: E402
 from time_limit import time_limit  # noqa: E402
 from vision_nodes.images import ImageConversionError  # noqa: E402
 from vision_nodes.limits import MAX_CDR_STRING_BYTES, MAX_IMAGE_BYTES  # noqa: E402
-from vision_nodes.ros.cdr import CdrError, read_compressed, read_image  # noqa: E402
-from vision_nodes.ros.compressed_input import compressed_to_numpy  # noqa: E402
-from vision_nodes.ros.image_input import image_to_array, numpy_to_image  # noqa: E402
-from vision_nodes.ros.outputs.depth_messages import colored_to_cdr, depth_to_cdr  # noqa: E402
-from vision_nodes.ros.outputs.image_cdr import encode_image  # noqa: E402
+from vision_nodes.ros.wire.cdr_reader import CdrError, read_compressed, read_image  # noqa: E402
+from vision_nodes.ros.inputs.conversion import compressed_to_numpy  # noqa: E402
+from vision_nodes.ros.inputs.conversion import image_to_array, numpy_to_image  # noqa: E402
+from vision_nodes.ros.outputs.depth_outputs import colored_to_cdr, depth_to_cdr  # noqa: E402
+from vision_nodes.ros.wire.image_cdr import encode_image  # noqa: E402
 from vision_nodes.tasks.depth import DepthResult  # noqa: E402
 
 from reference_messages import colored_to_msg, depth_to_msg  # noqa: E402
@@ -286,7 +286,7 @@ def test_encoded_keypoints_equal_the_typed_message() -> None:
     from vision_nodes_msgs.msg import Keypoints2DArray
 
     from reference_messages import keypoints_to_msg
-    from vision_nodes.ros.outputs.pose_messages import keypoints_to_cdr
+    from vision_nodes.ros.outputs.pose_outputs import keypoints_to_cdr
     from vision_nodes.tasks.instances import PoseResult
 
     rng = np.random.default_rng(25)
@@ -311,7 +311,7 @@ def test_encoded_3d_detections_equal_the_typed_message() -> None:
 
     from vision_nodes.geometry3d import Boxes3D
     from reference_messages import detections_3d_to_msg
-    from vision_nodes.ros.outputs.detection3d_messages import detections_3d_to_cdr
+    from vision_nodes.ros.outputs.detection3d_outputs import detections_3d_to_cdr
     from vision_nodes.tasks.detect import Detections
 
     rng = np.random.default_rng(26)

@@ -16,7 +16,7 @@ import pytest
 from sensor_msgs.msg import Image
 
 from vision_nodes.images import CAMERA_ENCODINGS, COLOR_INPUTS, ImageConversionError
-from vision_nodes.ros.image_input import image_to_array, image_to_numpy
+from vision_nodes.ros.inputs.conversion import image_to_array, image_to_numpy
 from vision_nodes.tasks.preprocess import channel_map
 
 YUV422 = {'uyvy': 'UYVY', 'yuv422': 'UYVY', 'yuyv': 'YUYV', 'yuv422_yuy2': 'YUYV'}

@@ -22,7 +22,7 @@ from vision_nodes import image_codecs as codecs
 from vision_nodes.image_codecs import (MAX_PIXELS, MAX_SIDE, CompressedFormat, decode_compressed,
                                        default_jpeg_decoder, parse_format, read_header)
 from vision_nodes.images import ImageConversionError, to_rgb
-from vision_nodes.ros.compressed_input import compressed_to_numpy, numpy_to_compressed
+from vision_nodes.ros.inputs.conversion import compressed_to_numpy, numpy_to_compressed
 
 DECODERS = ('simplejpeg', 'opencv')
 
@@ -463,7 +463,7 @@ def test_compressed_topic_follows_the_remapped_base(args, expected):
     """Like image_transport: remap the base name, then append /compressed."""
     import rclpy
 
-    from vision_nodes.ros.compressed_input import compressed_topic
+    from vision_nodes.ros.inputs.subscription import compressed_topic
 
     context = rclpy.Context()
     rclpy.init(context=context)

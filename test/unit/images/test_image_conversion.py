@@ -9,7 +9,7 @@ import pytest
 from sensor_msgs.msg import Image
 
 from vision_nodes.images import COLOR_ENCODINGS, ImageConversionError, to_rgb
-from vision_nodes.ros.image_input import image_to_numpy, numpy_to_image
+from vision_nodes.ros.inputs.conversion import image_to_numpy, numpy_to_image
 
 # encoding -> (dtype, channels), written out independently of vision_nodes.ENCODINGS.
 ROUND_TRIP_CASES: dict[str, tuple[type, int]] = {

@@ -17,7 +17,6 @@ import yaml
 from time_limit import time_limit
 from vision_nodes.limits import (MAX_INPUT_SIDE, MAX_LABEL_CHARS, MAX_LABELS, MAX_MANIFEST_BYTES,
                                  MAX_MANIFEST_DEPTH, MAX_NAME_CHARS)
-from vision_nodes import manifest as manifest_module
 from vision_nodes.manifest import MODEL_DIR_ENV, ManifestError
 from vision_nodes.tasks import load_manifest, parse_manifest, resolve_manifest
 
@@ -221,12 +220,11 @@ def test_resolve_by_name_in_search_dirs(tmp_path: Path) -> None:
 def test_a_bad_task_block_is_refused_where_manifests_load(tmp_path: Path, block, field) -> None:
     """The generic manifest leaves task blocks to the registry; every loader still refuses.
 
-    The registry's loaders and ``manifest.resolve_manifest`` (the node's, until ros/ imports
-    the registry's) refuse a bad block at load time with the same one-line error.
+    The registry's loaders refuse a bad block at load time with the same one-line error.
     """
     path = _write(tmp_path, {**VALID, **block}, 'bad.yaml')
     errors = []
-    for load in (resolve_manifest, load_manifest, manifest_module.resolve_manifest):
+    for load in (resolve_manifest, load_manifest):
         with pytest.raises(ManifestError, match=f'field `{re.escape(field)}`') as caught:
             load(str(path))
         errors.append(str(caught.value))

@@ -129,7 +129,7 @@ def test_execution_providers_refuse_what_they_cannot_honour(config, provider, de
 def test_the_node_parameter_refuses_what_names_no_device():
     """`ros2 param set ... device garbage:-1` is refused whatever the backend."""
     pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
-    from vision_nodes.ros.params import validate
+    from vision_nodes.ros.params.specs import validate
 
     assert validate('device', 'cuda:1') is None and validate('device', '') is None
     reason = validate('device', 'garbage:-1')

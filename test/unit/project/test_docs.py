@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vision_nodes.ros.parameters import output_switches
-from vision_nodes.ros.params import PARAMS as NODE_PARAMS
-from vision_nodes.ros.params import REPORTS
+from vision_nodes.ros.params.policy import output_switches
+from vision_nodes.ros.params.specs import PARAMS as NODE_PARAMS
+from vision_nodes.ros.params.specs import REPORTS
 from vision_nodes.tasks import TASK_MAP, task_class
 
 #: Every task's live parameters and its outputs' switches, once each (a node declares those

@@ -49,7 +49,7 @@ def test_every_reader_takes_the_table():
     assert sorted(AUTO_ORDER) == sorted(BACKENDS)
     assert tuple(onnx_providers.EXECUTION_PROVIDERS) == BACKENDS['onnx'].execution_providers
     pytest.importorskip('rclpy')
-    from vision_nodes.ros.params import SPECS
+    from vision_nodes.ros.params.specs import SPECS
 
     assert SPECS['backend'].choices == BACKEND_CHOICES
     assert SPECS['precision'].choices == PRECISIONS

@@ -8,7 +8,7 @@ import torch
 import torchvision
 
 from vision_nodes.images import ImageConversionError
-from vision_nodes.ros.image_input import image_to_numpy, numpy_to_image
+from vision_nodes.ros.inputs.conversion import image_to_numpy, numpy_to_image
 from vision_nodes.manifest import Preprocessing
 from vision_nodes.tasks import parse_manifest
 from vision_nodes.tasks.detect import DetectionParams, DetectionTask, decode

@@ -1,7 +1,7 @@
 """One model's outputs in a multi-camera node: the task's outputs once per camera.
 
-Each camera's outputs live in that camera's namespace (:mod:`..camera_names`), so one camera's
-results never reach another's topics. The node drives this object like any model's outputs
+Each camera's outputs live in that camera's namespace (:mod:`..inputs.camera_names`), so one
+camera's results never reach another's topics. The node drives this object like any model's outputs
 (activate, deactivate, destroy, lazy mode); the batcher publishes through ``cameras[index]``.
 """
 
@@ -11,7 +11,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
-from ..camera_names import topic_namespace
+from ..inputs.camera_names import topic_namespace
 from .protocol import Outputs, OutputsFactory
 
 

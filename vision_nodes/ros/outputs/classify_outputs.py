@@ -1,7 +1,9 @@
 """What a classification model publishes: ``classification``, ``label_info``, ``annotated``.
 
 ``classification`` (``vision_msgs/Classification``, the input image's header) lists the
-``classification_top_k`` most probable classes, highest first (:mod:`.classify_messages`);
+``classification_top_k`` most probable classes, highest first (:func:`classification_to_cdr`:
+``class_id`` the class index as a decimal string, as a Detection2D's hypothesis names its
+class, ``score`` the probability);
 ``label_info`` maps class ids to names (transient local, sent on activate); with
 ``publish_annotated`` (a ROS output switch these outputs declare) the image with those classes
 written on it, built only while someone subscribes.
@@ -9,6 +11,7 @@ written on it, built only while someone subscribes.
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
@@ -22,9 +25,9 @@ from ...param_spec import ParamSpec
 from ...pipeline import LoadedModel
 from ...stage_times import mark
 from ...tasks.classify import Classification as ClassifyResult
-from .classify_messages import classification_to_cdr
+from ..wire.cdr_writer import CdrWriter
+from ..wire.image_cdr import encode_image
 from .detection_outputs import IMAGES, LATCHED
-from .image_cdr import encode_image
 from .label_info import label_info_msg
 
 #: Publish the picture with the top classes written on it: a switch of these outputs.
@@ -100,3 +103,14 @@ class ClassifyOutputs:
         self.deactivate()
         for pub in (self._classification, self._label_info):
             self._node.endpoints.destroy(pub)
+
+
+def classification_to_cdr(result: ClassifyResult, header) -> bytes:
+    """Serialise the frame's Classification message (top-k, highest first)."""
+    writer = CdrWriter()
+    writer.header(header.stamp.sec, header.stamp.nanosec, header.frame_id)
+    writer.uint32(len(result.class_ids))
+    for cls, score in zip(result.class_ids.tolist(), result.scores.tolist()):
+        writer.string(str(int(cls)))
+        writer.float64s(struct.pack('<d', float(score)))
+    return writer.bytes()

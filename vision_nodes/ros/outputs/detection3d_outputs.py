@@ -1,7 +1,7 @@
 """``detections_3d`` of a detection model: its detections with 3D boxes, from depth.
 
 ``depth_source`` says where depth comes from: ``topic`` (an aligned depth image on
-``depth_topic``, paired by stamp, see :mod:`..depth_topic`) or ``model:<name>`` (a metric
+``depth_topic``, paired by stamp, see :mod:`..inputs.depth_topic`) or ``model:<name>`` (a metric
 depth model of the same node, on the same frame). Both need the colour camera's intrinsics,
 from ``camera_info`` (a sibling of the image topic), checked for each frame's image
 (``Intrinsics.for_image``). The geometry is :mod:`vision_nodes.geometry3d`; detections
@@ -23,15 +23,15 @@ from sensor_msgs.msg import CameraInfo
 from vision_msgs.msg import Detection3DArray
 from visualization_msgs.msg import MarkerArray
 
-from ...geometry3d import Intrinsics, IntrinsicsError, boxes_3d
+from ...geometry3d import Boxes3D, Intrinsics, IntrinsicsError, boxes_3d
 from ...images import ImageConversionError
 from ...tasks.detect import Detections
 from ...text import clip
-from ..camera_names import camera_sibling
-from ..depth_topic import DepthTopic, depth_view
-from ..qos import CAMERA_INFO_IN
+from ..inputs.camera_names import camera_sibling
+from ..inputs.depth_topic import DepthTopic, depth_view
+from ..inputs.qos import CAMERA_INFO_IN
+from ..wire.detection3d_cdr import encode_detection3d_array
 from .detection3d_markers import markers_msg
-from .detection3d_messages import detections_3d_to_cdr
 from .detection_switches import DetectionSwitches
 
 MODEL_PREFIX = 'model:'
@@ -245,3 +245,19 @@ class _Reasons:
     def recovered(self) -> None:
         """Let the next frame without 3D say why again (a 3D frame went out)."""
         self._said.clear()
+
+
+def detections_3d_to_cdr(dets: Detections, boxes: Boxes3D, header) -> bytes:
+    """Serialise a Detection3DArray: one Detection3D per detection that has a 3D box.
+
+    Each carries the image's header (its optical frame), the 2D detection's hypothesis (its
+    pose: the box centre) and ``id``, and the box (centre, identity orientation, size), in
+    metres.
+    """
+    ids = dets.ids()
+    index = boxes.index.tolist()
+    classes = dets.class_ids.tolist()
+    return encode_detection3d_array(
+        header.stamp.sec, header.stamp.nanosec, header.frame_id,
+        [str(classes[i]) for i in index], dets.scores.astype(float)[boxes.index],
+        boxes.centers, boxes.sizes, [ids[i] for i in index])

@@ -1,7 +1,7 @@
 """What a detection model publishes: ``detections``, ``label_info`` and extras on request.
 
 The obb task's outputs are these too: its rotated boxes go out with their ``theta``
-(:mod:`.detection_messages`) and are drawn as polygons; its tracker and 3D boxes take the
+(:func:`detections_to_cdr`) and are drawn as polygons; its tracker and 3D boxes take the
 axis-aligned box around each.
 
 ``detections_3d`` with ``depth_source`` (and its RViz ``markers`` with ``publish_markers``),
@@ -14,7 +14,7 @@ With ``tracker`` set, each frame's detections go through the model's tracker fir
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import numpy as np
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
@@ -30,12 +30,12 @@ from ...stage_times import mark
 from ...tasks.detect import DetectionParams, Detections
 from ...text import clip
 from ...tracking import Tracking, TrackerConfigError
-from ..depth_topic import stamp_ns
-from ..log_limiter import LogLimiter
+from ..inputs.depth_topic import stamp_ns
+from ..process.log_limiter import LogLimiter
+from ..wire.detection2d_cdr import encode_detection2d_array
+from ..wire.image_cdr import encode_image
 from .detection3d_outputs import Detection3DOutputs
-from .detection_messages import detections_to_cdr
 from .detection_switches import SWITCHES, DetectionSwitches
-from .image_cdr import encode_image
 from .label_info import label_info_msg
 
 #: label_info is sent once per activation and kept for late subscribers.
@@ -227,3 +227,22 @@ class DetectionOutputs:
     def _send_label_info(self, params: DetectionParams) -> None:
         header = Header(stamp=self._node.get_clock().now().to_msg())
         self._label_info.publish(label_info_msg(self._labels, header, params.confidence))
+
+
+def detections_to_cdr(dets: Detections, header, ids: Sequence[str] | None = None) -> bytes:
+    """Serialise the detections as a Detection2DArray in CDR bytes for ``Publisher.publish``.
+
+    ``class_id`` is the class index as a string; each Detection2D carries the input image's
+    header, one hypothesis, an axis-aligned box (centre and size in source pixels, ``theta``
+    0) and its ``id``: from ``ids`` when given, else the detection's own
+    (:meth:`Detections.ids`: its track id when a tracker follows the detections, else its
+    index; decimal strings). Rotated boxes (results with ``xywhr``, the obb task) are
+    published as they are: centre, ``size_x`` = w, ``size_y`` = h, ``theta`` = the angle in
+    radians, so that ``cv2.boxPoints(((x, y), (size_x, size_y), degrees(theta)))`` gives the
+    box's corners. Encoded with NumPy (:mod:`..wire.detection2d_cdr`), so the cost hardly grows
+    with the number of detections, unlike building and publishing the message objects.
+    """
+    return encode_detection2d_array(header.stamp.sec, header.stamp.nanosec, header.frame_id,
+                                    dets.boxes, dets.scores, dets.class_ids,
+                                    dets.ids() if ids is None else ids,
+                                    rotated=getattr(dets, 'xywhr', None))

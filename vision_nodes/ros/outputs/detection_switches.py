@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from ...param_spec import ParamSpec
-from ..camera_names import check_topic
+from ..inputs.camera_names import check_topic
 
 
 def check_depth_topic(value: str, values: Mapping[str, Any]) -> str | None:

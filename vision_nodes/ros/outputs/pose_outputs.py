@@ -3,19 +3,21 @@
 ``detections`` and ``label_info`` are a detector's (:class:`.detection_outputs.DetectionOutputs`:
 each Detection2D's ``id`` its index, or its track id with a tracker); ``keypoints``
 (``vision_nodes_msgs/Keypoints2DArray``, the input image's header) holds one Keypoints2D per
-detection with the same ``id``.
+detection, in the order of the Detection2DArray of the same stamp, with the same ``id``;
+keypoints in the order of ``names``, x and y in source-image pixels, ``score`` the keypoint's
+confidence. Its bytes are encoded without an object per keypoint (:mod:`..wire.keypoints_cdr`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from vision_nodes_msgs.msg import Keypoints2DArray
 
 from ...pipeline import LoadedModel
 from ...tasks.instances import PoseResult
+from ..wire.keypoints_cdr import encode_keypoints2d_array
 from .detection_outputs import DetectionOutputs
-from .pose_messages import keypoints_to_cdr
 
 
 class PoseOutputs(DetectionOutputs):
@@ -48,3 +50,9 @@ class PoseOutputs(DetectionOutputs):
         """Destroy the publishers."""
         super().destroy()
         self._node.endpoints.destroy(self._keypoints)
+
+
+def keypoints_to_cdr(result: PoseResult, header, ids: Sequence[str]) -> bytes:
+    """Serialise the frame's Keypoints2DArray; ``ids[i]`` is detection ``i``'s Detection2D id."""
+    return encode_keypoints2d_array(header.stamp.sec, header.stamp.nanosec, header.frame_id,
+                                    result.names, ids, result.keypoints)

@@ -1,16 +1,16 @@
 """What the node asks of a task's outputs (one class per task, looked up in :mod:`.registry`).
 
-An outputs class is built as ``cls(node, model, namespace, report_error)``: it makes its
-publishers (and subscriptions, e.g. a camera_info to republish) through ``node.endpoints``
-(:mod:`..endpoints`), so a remap that puts two of the node's endpoints on one topic is refused
-in one line; it reads the node's clock and logger; it reports a problem with one frame's output
-through ``report_error`` (counted and rate-limited by the frame path). It never calls the
-node back otherwise; at activate it may read the node's models (``node.frames.models``), e.g.
-to check that the depth model a detector's ``depth_source`` names is one of them. Its ROS
-output switches (e.g. depth's ``publish_camera_info``) are its own: it declares them in
-``params``, the node's parameter policy declares them beside the task's parameters, and their
-values reach ``activate`` and, after every change of one of them, ``update_switches`` (where a
-live one, e.g. a detector's ``depth_slop``, takes effect).
+An outputs class is built as ``cls(node, model, namespace, report_error)``: it makes its publishers
+(and subscriptions, e.g. a camera_info to republish) through ``node.endpoints``
+(:mod:`..process.endpoints`), so a remap that puts two of the node's endpoints on one topic is
+refused in one line; it reads the node's clock and logger; it reports a problem with one frame's
+output through ``report_error`` (counted and rate-limited by the frame path). It never calls the
+node back otherwise; at activate it may read the node's models (``node.frames.models``), e.g. to
+check that the depth model a detector's ``depth_source`` names is one of them. Its ROS output
+switches (e.g. depth's ``publish_camera_info``) are its own: it declares them in ``params``, the
+node's parameter policy declares them beside the task's parameters, and their values reach
+``activate`` and, after every change of one of them, ``update_switches`` (where a live one, e.g. a
+detector's ``depth_slop``, takes effect).
 """
 
 from __future__ import annotations

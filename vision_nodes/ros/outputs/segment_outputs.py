@@ -3,8 +3,8 @@
 ``detections`` and ``label_info`` are a detector's (:class:`.detection_outputs.DetectionOutputs`:
 each Detection2D's ``id`` its index, or its track id with a tracker, which then also selects
 the detections); ``instance_mask`` (``mono16``, the input image's header and size) holds 1 +
-the detection's index in ``detections`` where its mask is, 0 elsewhere. The mask image is built
-only while someone subscribes to it.
+the detection's index in ``detections`` where its mask is, 0 elsewhere (where masks overlap the
+higher-scoring detection wins). The mask image is built only while someone subscribes to it.
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from sensor_msgs.msg import Image
 
 from ...pipeline import LoadedModel
 from ...tasks.instances import SegmentResult
-from .depth_outputs import IMAGES
+from .depth_outputs import IMAGES, image_cdr
 from .detection_outputs import DetectionOutputs
-from .segment_messages import instance_mask_to_cdr
 
 
 class SegmentOutputs(DetectionOutputs):
@@ -51,3 +50,12 @@ class SegmentOutputs(DetectionOutputs):
         """Destroy the publishers."""
         super().destroy()
         self._node.endpoints.destroy(self._mask)
+
+
+#: Encoding of the instance mask: 16-bit labels, so up to 65535 instances per image.
+MASK_ENCODING = 'mono16'
+
+
+def instance_mask_to_cdr(result: SegmentResult, header) -> bytes:
+    """Serialise the ``mono16`` label image of a frame's masks, with the input image's header."""
+    return image_cdr(result.label_image(), MASK_ENCODING, header)

@@ -20,8 +20,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Sequence
 
-from ..text import clip
-from . import qos_overrides
+from ...text import clip
+from ..params import qos_overrides
 from .compat import RCLError
 
 
@@ -120,7 +120,7 @@ class Endpoints:
         """Create a (lifecycle) publisher on ``name`` after checking its topic.
 
         Its QoS takes the ``qos_overrides.<topic>.publisher.*`` parameters given at start-up
-        (:mod:`.qos_overrides`; a bad value is a ValueError in one line).
+        (:mod:`..params.qos_overrides`; a bad value is a ValueError in one line).
         """
         endpoint = self.plan('output', msg_type, name)
         qos_overrides.given(self._node, endpoint.topic, 'publisher')

@@ -1,7 +1,7 @@
 """The image inputs of a multi-camera node (``image_topics``): one per camera, one batcher.
 
-:class:`CameraInputs` stands where the single :class:`~.inputs.ImageInput` stands for the node
-(check, subscribe, lazy and QoS updates, unsubscribe, what the diagnostics show), and holds
+:class:`CameraInputs` stands where the single :class:`~.subscription.ImageInput` stands for the
+node (check, subscribe, lazy and QoS updates, unsubscribe, what the diagnostics show), and holds
 one ``ImageInput`` per camera, each raw or compressed with its own QoS auto-match, in its own
 camera's gate, and the :class:`~.batcher.FrameBatcher` that runs their frames together.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable
 
+from ..process.diagnostics import diagnostic_status
 from .batcher import FrameBatcher
-from .diagnostics import diagnostic_status
 from .frame_path import FramePath
-from .inputs import ImageInput
+from .subscription import ImageInput
 
 
 class CameraInputs:
@@ -54,12 +54,12 @@ class CameraInputs:
         return any(m.outputs.cameras[index].wanted() for m in self._frames.models)
 
     def update(self, wanted: bool) -> None:
-        """Each camera's :meth:`~.inputs.ImageInput.update` (lazy mode, QoS auto)."""
+        """Each camera's :meth:`~.subscription.ImageInput.update` (lazy mode, QoS auto)."""
         for index, item in enumerate(self.inputs):
             item.update(self._wanted(index, wanted))
 
     def update_in_timer(self, wanted: Callable[[], bool]) -> None:
-        """Each camera's :meth:`~.inputs.ImageInput.update_in_timer`."""
+        """Each camera's :meth:`~.subscription.ImageInput.update_in_timer`."""
         for index, item in enumerate(self.inputs):
             item.update_in_timer(lambda index=index: self._wanted(index, wanted()))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from ..text import clip, show
+from ...text import clip, show
 
 #: The characters a ROS name may hold (rcl's rules for their order are checked by rcl).
 _NAME_CHARACTERS = re.compile(r'[A-Za-z0-9_/~{}]*')

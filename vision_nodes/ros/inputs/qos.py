@@ -28,7 +28,7 @@ from typing import Sequence
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from ..text import clip
+from ...text import clip
 
 try:  # Galactic and later
     from rclpy.qos import QoSCompatibility, qos_check_compatible

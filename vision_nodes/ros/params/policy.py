@@ -1,6 +1,6 @@
 """The node's parameter policy: declare, validate, decide when a change may apply, apply.
 
-Two kinds of parameters live on the node: its own (:data:`.params.PARAMS`: model, backend,
+Two kinds of parameters live on the node: its own (:data:`.specs.PARAMS`: model, backend,
 QoS...) and each model's task parameters (``confidence_threshold``; prefixed with the model's
 name, ``people.confidence_threshold``, when the node runs several models), whose defaults
 come from the model's manifest (:func:`vision_nodes.tasks.param_defaults`) unless the user set
@@ -19,15 +19,15 @@ from rclpy.exceptions import ParameterUninitializedException
 from rclpy.parameter import Parameter
 from rcl_interfaces.msg import SetParametersResult
 
-from ..manifest import ManifestError, ModelManifest, resolve_manifest
-from ..param_spec import ParamSpec
-from ..runners.base import RunnerError
-from ..runners.registry import backend_report
-from ..tasks import TaskError, param_defaults, task_class
-from ..text import clip, show
-from . import compat
-from .outputs.registry import outputs_class
-from .params import PARAMS, REPORTS, SPECS, coerce, declare, descriptor, validate
+from ...manifest import ManifestError, ModelManifest
+from ...param_spec import ParamSpec
+from ...runners.base import RunnerError
+from ...runners.registry import backend_report
+from ...tasks import TaskError, param_defaults, resolve_manifest, task_class
+from ...text import clip, show
+from ..outputs.registry import outputs_class
+from ..process import compat
+from .specs import PARAMS, REPORTS, SPECS, coerce, declare, descriptor, validate
 
 #: Parameters that belong to ROS itself (rclpy declares them) or to other tools.
 _FOREIGN_PARAMS = ('use_sim_time', 'start_type_description_service')

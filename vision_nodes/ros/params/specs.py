@@ -12,14 +12,14 @@ from typing import Any, Callable
 from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                 ParameterType)
 
-from ..limits import MAX_BATCH, MAX_BATCH_WINDOW_MS, MAX_CAMERAS
-from ..param_spec import ParamSpec
-from ..platform.devices import DeviceError, parse_device
-from ..text import clip
-from .compat import parameter_overrides
-from ..runners.base import PRECISIONS
-from ..runners.registry import BACKEND_CHOICES
-from ..runners.onnx_runner import EXECUTION_PROVIDERS
+from ...limits import MAX_BATCH, MAX_BATCH_WINDOW_MS, MAX_CAMERAS
+from ...param_spec import ParamSpec
+from ...platform.devices import DeviceError, parse_device
+from ...runners.base import PRECISIONS
+from ...runners.onnx_runner import EXECUTION_PROVIDERS
+from ...runners.registry import BACKEND_CHOICES
+from ...text import clip
+from ..process.compat import parameter_overrides
 
 QOS_RELIABILITY = ('auto', 'reliable', 'best_effort')
 IMAGE_TRANSPORTS = ('raw', 'compressed')
@@ -184,7 +184,7 @@ def validate(name: str, value: Any) -> str | None:
         if len(set(names)) != len(names):
             return 'models lists a manifest twice'
     if reason is None and name in ('image_topics', 'output_namespaces'):
-        from .camera_names import check_names
+        from ..inputs.camera_names import check_names
 
         return check_names(name, value)
     return reason

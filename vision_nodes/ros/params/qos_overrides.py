@@ -23,8 +23,8 @@ from typing import Any
 from rclpy.qos import QoSPolicyKind, QoSProfile
 from rclpy.qos_overriding_options import QoSOverridingOptions
 
-from ..text import clip, show
-from . import compat
+from ...text import clip, show
+from ..process import compat
 
 PREFIX = 'qos_overrides.'
 #: The policies a user may override, and the values each takes (None: an integer).

@@ -8,9 +8,9 @@ camera that stops would hold every frame for ``depth_slop`` (``message_filters``
 available everywhere the node runs, and one pairing rule for one pair of topics needs no more
 than this). The subscription's QoS is chosen at activation
 as the image's ``qos_reliability: auto`` chooses it (reliable unless a publisher present then
-is best effort). The subscription is raw, read in place like the image's (:mod:`.cdr`): the
-depth pixels stay in the bytes rclpy took, and bytes that are not a well-formed ``Image``
-are refused in one (throttled) log line.
+is best effort). The subscription is raw, read in place like the image's
+(:mod:`..wire.cdr_reader`): the depth pixels stay in the bytes rclpy took, and bytes that are
+not a well-formed ``Image`` are refused in one (throttled) log line.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 from sensor_msgs.msg import Image
 
-from ..images import ImageConversionError
-from ..limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
-from .cdr import CdrError, read_image
+from ...images import ImageConversionError
+from ...limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+from ..wire.cdr_reader import CdrError, read_image
 from .qos import choose_qos
 
 #: Depth images kept for pairing (a few frames of a 30 Hz camera).

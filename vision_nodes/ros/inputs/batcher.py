@@ -30,12 +30,12 @@ import threading
 import time
 from typing import Any, Callable
 
-from ..images import ImageConversionError
-from ..parallel import map_frames
-from ..stats import stamp_latency
+from ...images import ImageConversionError
+from ...parallel import map_frames
+from ...stats import stamp_latency
+from ..outputs.protocol import Frame
+from .conversion import to_array
 from .frame_path import FramePath, output_failure
-from .image_input import to_array
-from .outputs.protocol import Frame
 
 
 class _Tagged:

@@ -21,13 +21,13 @@ from typing import Any, Callable
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
-from ..images import ImageConversionError
-from ..pipeline import LoadedModel
-from ..stage_times import FrameClock, StageTimes, mark, timing
-from ..stats import FrameStats, stamp_latency
-from . import compat
-from .image_input import to_array
-from .outputs.protocol import Frame, Outputs
+from ...images import ImageConversionError
+from ...pipeline import LoadedModel
+from ...stage_times import FrameClock, StageTimes, mark, timing
+from ...stats import FrameStats, stamp_latency
+from ..outputs.protocol import Frame, Outputs
+from ..process import compat
+from .conversion import to_array
 
 #: Largest sequence gap read as dropped frames (a bigger one is a restarted publisher).
 _MAX_GAP = 100_000

@@ -1,11 +1,17 @@
-"""Conversion between ``sensor_msgs/Image`` and NumPy arrays, written without cv_bridge.
+"""``sensor_msgs/Image`` and ``CompressedImage`` ↔ NumPy arrays, written without cv_bridge.
 
 :func:`to_array` is the node's one input adapter, for ``Image`` and ``CompressedImage``
 alike (both frame paths call it). ``image_to_array`` reads an ``Image``: the encodings of
 :data:`~vision_nodes.images.ENCODINGS` come back as a *view* on the message buffer (no copy),
 honouring ``step`` (row padding) and ``is_bigendian``; camera encodings (YUV, Bayer: see
 :mod:`vision_nodes.images`) are converted once, to a new ``rgb8`` array. ``image_to_numpy``
-is the view alone. ``numpy_to_image`` builds a message from an array. All raise
+is the view alone. ``compressed_to_numpy`` reads a ``CompressedImage`` the way
+image_transport's plugin does: its bytes and ``format`` go to
+:func:`vision_nodes.image_codecs.decode_compressed` (ROS-free), which returns the decoded array
+and the ``sensor_msgs/Image`` encoding describing it. ``numpy_to_image`` builds a message from
+an array; ``numpy_to_compressed`` as the ``compressed`` publisher plugin of image_transport
+would (colour → BGR, 16-bit mono JPEG → 8 bits, the same ``format`` strings), for tests, the
+benchmarks and scripts. All raise
 :class:`~vision_nodes.images.ImageConversionError` with a message that names the problem, so
 callers can log it and skip the frame.
 """
@@ -18,11 +24,16 @@ import sys
 import cv2
 import numpy as np
 
-from ..images import (CAMERA_ENCODINGS, ENCODINGS, ImageConversionError, Plane, camera_to_rgb,
-                      image_planes)
-from ..limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
-from ..text import clip, show
-from .compressed_input import compressed_to_numpy
+from ...image_codecs import decode_compressed
+from ...images import (CAMERA_ENCODINGS, ENCODINGS, ImageConversionError, Plane, camera_to_rgb,
+                       image_planes, rgb_channels)
+from ...limits import MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+from ...text import clip, show
+
+#: image_transport's ``jpeg_quality`` default.
+DEFAULT_JPEG_QUALITY = 95
+#: image_transport's ``png_level`` default.
+DEFAULT_PNG_LEVEL = 3
 
 
 def _as_bytes_view(data) -> np.ndarray:
@@ -157,4 +168,54 @@ def numpy_to_image(array_: np.ndarray, encoding: str, header=None):
     msg.is_bigendian = int(sys.byteorder == 'big' and arr.dtype.itemsize > 1)
     msg.step = int(arr.shape[1] * info.channels * arr.dtype.itemsize)
     msg.data = array.array('B', arr.tobytes())
+    return msg
+
+
+def compressed_to_numpy(msg, jpeg_decoder: str | None = None) -> tuple[np.ndarray, str]:
+    """Decode a ``sensor_msgs/CompressedImage``; return ``(array, encoding)``.
+
+    Raises :class:`~vision_nodes.images.ImageConversionError` with a one-line reason for bad,
+    truncated, oversized or unsupported data.
+    """
+    return decode_compressed(msg.data, msg.format, jpeg_decoder)
+
+
+def numpy_to_compressed(image: np.ndarray, encoding: str, codec: str = 'jpeg',
+                        quality: int = DEFAULT_JPEG_QUALITY, png_level: int = DEFAULT_PNG_LEVEL,
+                        header=None):
+    """Compress an image array into a ``sensor_msgs/CompressedImage`` (image_transport style).
+
+    Colour encodings are encoded as BGR (``"<encoding>; <codec> compressed bgr8"``); mono
+    JPEG is 8-bit (``mono16`` is reduced to its high byte, as cv_bridge does); mono PNG keeps
+    its depth (``"<encoding>; png compressed "``).
+    """
+    from sensor_msgs.msg import CompressedImage
+
+    info = ENCODINGS.get(encoding)
+    if info is None or info.dtype.kind == 'f':
+        raise ImageConversionError(f"cannot compress encoding '{clip(encoding)}'")
+    if codec not in ('jpeg', 'png'):
+        raise ValueError(f"codec must be 'jpeg' or 'png', not '{clip(codec)}'")
+    arr = np.asarray(image)
+    color = info.channels > 1
+    if color:
+        rgb = rgb_channels(encoding)
+        bgr = arr[:, :, 2::-1] if rgb == (0, 1, 2) else arr[:, :, :3]
+        pixels, target = np.ascontiguousarray(bgr), 'bgr8'
+    else:
+        pixels = arr.reshape(arr.shape[0], arr.shape[1])
+        if codec == 'jpeg' and pixels.dtype == np.uint16:
+            pixels = (pixels >> 8).astype(np.uint8)
+        target = 'mono8' if codec == 'jpeg' else ''
+    if codec == 'jpeg':
+        ok, data = cv2.imencode('.jpg', pixels, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    else:
+        ok, data = cv2.imencode('.png', pixels, [cv2.IMWRITE_PNG_COMPRESSION, int(png_level)])
+    if not ok:
+        raise ImageConversionError(f'OpenCV could not encode a {encoding} image as {codec}')
+    msg = CompressedImage()
+    if header is not None:
+        msg.header = header
+    msg.format = f'{encoding}; {codec} compressed {target}'
+    msg.data = array.array('B', data.tobytes())
     return msg

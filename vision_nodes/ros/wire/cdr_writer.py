@@ -4,8 +4,8 @@ What ``rclpy.serialization.serialize_message`` writes, field by field: the 4-byt
 header :data:`CDR_LE`, then each primitive aligned to its size counted from the end of that
 header, a string as a uint32 length counting its final NUL, the UTF-8 bytes and the NUL.
 Padding bytes are zeros (rclpy's serialiser leaves whatever was in memory). :class:`CdrWriter`
-appends field by field; an encoder that places every field at once with NumPy (:mod:`.cdr`)
-computes its offsets with :func:`align`.
+appends field by field; an encoder that places every field at once with NumPy
+(:mod:`.detection2d_cdr`) computes its offsets with :func:`align`.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from typing import Callable, Mapping, Sequence
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from std_msgs.msg import Header
 
-from ..stats import Health, HealthLimits, StatsSnapshot, assess, host_rss_bytes
-from ..text import clip
+from ...stats import Health, HealthLimits, StatsSnapshot, assess, host_rss_bytes
+from ...text import clip
 
 _MIB = 1 << 20
 

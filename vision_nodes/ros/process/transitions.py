@@ -7,12 +7,12 @@ from typing import Any, Callable
 
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
-from ..artifacts.cache import CacheError
-from ..loaders import ModelLoadError
-from ..manifest import ManifestError
-from ..runners.base import RunnerError
-from ..tasks import TaskError
-from ..text import clip
+from ...artifacts.cache import CacheError
+from ...loaders import ModelLoadError
+from ...manifest import ManifestError
+from ...runners.base import RunnerError
+from ...tasks import TaskError
+from ...text import clip
 
 #: Errors whose message says it all: logged in one line, without the exception type.
 EXPECTED_ERRORS = (ManifestError, RunnerError, ModelLoadError, CacheError, TaskError,

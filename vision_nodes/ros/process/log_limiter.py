@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from typing import Callable
 
-from ..text import clip
+from ...text import clip
 
 
 class LogLimiter:

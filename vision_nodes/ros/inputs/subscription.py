@@ -10,8 +10,8 @@ it should be: subscribed only while an output has a subscriber in lazy mode, re-
 when ``qos_reliability: auto`` sees a publisher the current QoS cannot reach.
 
 The subscription is raw: rclpy hands over the message's serialized bytes, which
-:mod:`.cdr` reads in place (the pixels stay where rclpy put them, no message object is built),
-and the callback gets an object with the typed message's fields. Bytes that are not a
+:mod:`..wire.cdr_reader` reads in place (the pixels stay where rclpy put them, no message object
+is built), and the callback gets an object with the typed message's fields. Bytes that are not a
 well-formed message are refused there, in one line, like any other bad image.
 """
 
@@ -22,17 +22,26 @@ from typing import Any, Callable
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CompressedImage, Image
 
-from ..text import clip
-from . import compat
-from .cdr import CdrError, read_compressed, read_image
-from . import qos_overrides
-from .compressed_input import compressed_topic
+from ...text import clip
+from ..params import qos_overrides
+from ..process import compat
+from ..wire.cdr_reader import CdrError, read_compressed, read_image
 from .qos import choose_qos, explain_silence, review_qos, subscription_qos
 
 try:  # Iron and later
     from rclpy.event_handler import SubscriptionEventCallbacks
 except ImportError:  # Humble
     from rclpy.qos_event import SubscriptionEventCallbacks
+
+
+def compressed_topic(node, base: str = 'image') -> str:
+    """Return the topic of ``base``'s compressed images: ``<resolved base>/compressed``.
+
+    As image_transport does: the base name is expanded and remapped first (``image:=/cam/
+    image_raw`` gives ``/cam/image_raw/compressed``); a remap of ``image`` does not apply to
+    the name ``image/compressed`` itself.
+    """
+    return node.resolve_topic_name(base).rstrip('/') + '/compressed'
 
 
 class ImageInput:

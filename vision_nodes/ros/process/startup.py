@@ -36,10 +36,10 @@ from rclpy.validate_namespace import validate_namespace
 from rclpy.validate_node_name import validate_node_name
 from rclpy.validate_topic_name import validate_topic_name
 
-from ..files import read_regular
-from ..limits import MAX_PARAMS_FILE_BYTES
-from ..manifest import SAFE_LOADER, yaml_problem
-from ..text import clip, clip_path, show
+from ...files import read_regular
+from ...limits import MAX_PARAMS_FILE_BYTES
+from ...text import clip, clip_path, show
+from ...yaml_safety import SAFE_LOADER, yaml_problem
 from . import compat
 
 #: Exit code of a process that cannot start with the arguments it was given.

@@ -21,7 +21,7 @@ a string being a uint32 length that counts a final NUL, then its UTF-8 bytes and
 sequence a uint32 count, then its items. Nothing the bytes say is trusted: every length is
 checked against the bytes left and against :mod:`vision_nodes.limits` before it is used, and
 anything else is refused with :class:`CdrError` (an ``ImageConversionError``) in one line.
-The node's own images are written by :mod:`.outputs.image_cdr`.
+The node's own images are written by :mod:`.image_cdr`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import struct
 from builtin_interfaces.msg import Time
 from std_msgs.msg import Header
 
-from ..images import ImageConversionError
-from ..limits import MAX_CDR_STRING_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
+from ...images import ImageConversionError
+from ...limits import MAX_CDR_STRING_BYTES, MAX_IMAGE_BYTES, MAX_IMAGE_PIXELS
 
 #: Encapsulation kinds read here → byte order (CDR_BE, CDR_LE, PLAIN_CDR2_BE, PLAIN_CDR2_LE).
 _ORDERS = {b'\x00\x00': '>', b'\x00\x01': '<', b'\x00\x06': '>', b'\x00\x07': '<'}

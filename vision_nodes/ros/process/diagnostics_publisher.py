@@ -12,12 +12,12 @@ from typing import Any, Callable
 
 from diagnostic_msgs.msg import DiagnosticArray
 
-from ..pipeline import LoadedModel, Pipeline
-from ..stats import HealthLimits
+from ...pipeline import LoadedModel, Pipeline
+from ...stats import HealthLimits
+from ..inputs.frame_path import FramePath
+from ..inputs.qos import explain_slow_delivery
+from ..inputs.subscription import ImageInput
 from .diagnostics import NodeFacts, diagnostic_array, diagnostic_status
-from .frame_path import FramePath
-from .inputs import ImageInput
-from .qos import explain_slow_delivery
 
 _CACHE = {True: 'hit (export skipped)', False: 'miss (exported)', None: 'not used'}
 

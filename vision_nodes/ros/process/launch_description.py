@@ -24,9 +24,9 @@ from typing import Any
 
 import yaml
 
-from ..text import show_path
+from ...text import show_path
+from ..params.specs import SPECS
 from .launch_autostart import autostart_actions
-from .params import SPECS
 from .startup import StartupError, check_params_file
 
 PACKAGE = 'vision_nodes'

@@ -8,7 +8,7 @@ renames one breaks here, in one line, and not across the package.
   parameter callback, the diagnostics timer) cannot wait for.
 * ``Node._parameter_overrides``: the start-up values (``-p``, parameters files). The node
   declares with ``ignore_override`` and checks them itself, so that a bad value is one line
-  and not a traceback (:func:`.params.declare`); tasks' defaults must not replace them.
+  and not a traceback (:func:`..params.specs.declare`); tasks' defaults must not replace them.
 * ``LifecycleNode._service_change_state``: the ``change_state`` service, moved into a
   callback group of its own so transitions run off the spinning thread (:mod:`.executor`).
 * ``SingleThreadedExecutor._spin_once_impl``: the one step of spinning; overridden

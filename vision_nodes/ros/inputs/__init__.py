@@ -1,0 +1,1 @@
+"""Images in: subscription and QoS, message to array, cameras, batching, depth pairing."""

@@ -1,0 +1,1 @@
+"""The node's parameters: their specs, the policy that applies them, QoS overrides."""

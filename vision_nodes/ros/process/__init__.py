@@ -1,0 +1,1 @@
+"""How the node runs: start-up, executor, transitions, launch, topics, logs, diagnostics."""
