@@ -31,8 +31,10 @@ DEFAULT_IMAGES = (
                          'motorcycle_right.png', 'rocket.jpg', 'camera.png', 'coins.png',
                          'hubble_deep_field.jpg', 'brick.png')),
 )
-#: What the log calls the default set.
+#: What the log calls the default set (when both packages ship their photographs).
 DEFAULT_SOURCE = "the default set (sample photographs of Ultralytics and scikit-image)"
+#: How the log names each package of :data:`DEFAULT_IMAGES`.
+_PACKAGE_NAMES = {'ultralytics': 'Ultralytics', 'skimage': 'scikit-image'}
 
 
 class ValidationError(ValueError):
@@ -105,15 +107,18 @@ def validation_set(validation_dir: str = '', calibration_dir: str = '',
         except ValidationError as exc:
             log(f'{clip(exc, 300)}: using {DEFAULT_SOURCE}')
     images = package_images()
+    shipped = [_PACKAGE_NAMES[package] for package, folder, _ in DEFAULT_IMAGES
+               if any(image.parent.parent.name == package for image in images)]
+    source = f"the default set (sample photographs of {' and '.join(shipped)})"
     if len(images) < MIN_VALIDATION_IMAGES:
         raise ValidationError(
             f'no validation images: {DEFAULT_SOURCE} needs scikit-image '
             f'(requirements/validation.txt; {len(images)} found); or set the manifest\'s '
             f'validation_dir to a folder of at least {MIN_VALIDATION_IMAGES} typical frames')
     try:
-        return _hashed(images, DEFAULT_SOURCE)
+        return _hashed(images, source)
     except CalibrationError as exc:
-        raise ValidationError(f'{DEFAULT_SOURCE}: {exc}') from None
+        raise ValidationError(f'{source}: {exc}') from None
 
 
 __all__ = ['DEFAULT_IMAGES', 'MIN_VALIDATION_IMAGES', 'ValidationError', 'ValidationSet',

@@ -37,6 +37,19 @@ def test_the_default_set_is_real_photographs_from_installed_packages(photographs
     assert validation_set().sha256 == found.sha256  # the cache key's view is stable
 
 
+def test_the_log_names_only_the_packages_whose_photographs_were_found(photographs,
+                                                                      monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec',
+                        lambda name, *a: None if name == 'ultralytics' else real(name, *a))
+    found = validation_set()
+    assert found.source == 'the default set (sample photographs of scikit-image)'
+    assert [p.name for p in found.images] == [p.name for p in photographs
+                                              if p.parent.parent.name == 'skimage']
+
+
 def test_validation_dir_first_and_refused_below_the_minimum(photographs, tmp_path):
     folder = _folder(tmp_path, photographs, MIN_VALIDATION_IMAGES)
     found = validation_set(str(folder), calibration_dir='/nonexistent')
