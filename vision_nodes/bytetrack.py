@@ -85,19 +85,23 @@ class _Tracks:
 
     def take(self, rows: np.ndarray) -> _Tracks:
         """Return the tracks of ``rows`` (indices or a mask), in that order."""
-        return _Tracks(*(getattr(self, f.name)[rows] for f in fields(self)))
+        return _Tracks(*(getattr(self, name)[rows] for name in _TRACK_FIELDS))
 
     def join(self, other: _Tracks) -> _Tracks:
         """Return these tracks, then ``other``'s."""
-        return _Tracks(*(np.concatenate([getattr(self, f.name), getattr(other, f.name)])
-                         for f in fields(self)))
+        return _Tracks(*(np.concatenate([getattr(self, name), getattr(other, name)])
+                         for name in _TRACK_FIELDS))
 
-    def xyxy(self) -> np.ndarray:
-        """Return the boxes the states say, (n, 4) float32 corners."""
-        centre, aspect, height = self.mean[:, :2], self.mean[:, 2], self.mean[:, 3]
-        size = np.stack([aspect * height, height], axis=1)
-        corner = centre - size / 2
-        return np.concatenate([corner, corner + size], axis=1).astype(np.float32)
+
+_TRACK_FIELDS = tuple(f.name for f in fields(_Tracks))
+
+
+def corners(mean: np.ndarray) -> np.ndarray:
+    """Return the boxes of Kalman means (n, 8) as (n, 4) float32 corners."""
+    height = mean[:, 3]
+    width = mean[:, 2] * height
+    left, top = mean[:, 0] - width / 2, mean[:, 1] - height / 2
+    return np.stack([left, top, left + width, top + height], axis=1).astype(np.float32)
 
 
 @dataclass
@@ -116,8 +120,9 @@ class _Detections:
         centre = (boxes[:, :2] + boxes[:, 2:]) / 2
         size = boxes[:, 2:] - boxes[:, :2]
         corner = (centre.astype(np.float64) - size.astype(np.float64) / 2).astype(np.float32)
-        xyah = np.concatenate([corner + size / 2, (size[:, 0] / size[:, 1])[:, None],
-                               size[:, 1:]], axis=1)
+        with np.errstate(divide='ignore', invalid='ignore'):  # boxes of no height: not used
+            aspect = size[:, 0] / size[:, 1]
+        xyah = np.concatenate([corner + size / 2, aspect[:, None], size[:, 1:]], axis=1)
         return cls(np.concatenate([corner, corner + size], axis=1), xyah,
                    np.asarray(scores, dtype=np.float32).reshape(-1),
                    (size[:, 0] > 0) & (size[:, 1] > 0))
@@ -127,8 +132,8 @@ def iou(boxes: np.ndarray, others: np.ndarray) -> np.ndarray:
     """(n, 4) vs (m, 4) float32 corners → (n, m) IoU, :data:`IOU_EPS` added to each union."""
     x1, y1, x2, y2 = boxes.T
     u1, v1, u2, v2 = others.T
-    width = (np.minimum(x2[:, None], u2) - np.maximum(x1[:, None], u1)).clip(0)
-    height = (np.minimum(y2[:, None], v2) - np.maximum(y1[:, None], v1)).clip(0)
+    width = np.maximum(np.minimum(x2[:, None], u2) - np.maximum(x1[:, None], u1), 0)
+    height = np.maximum(np.minimum(y2[:, None], v2) - np.maximum(y1[:, None], v1), 0)
     inter = width * height
     union = (u2 - u1) * (v2 - v1) + ((x2 - x1) * (y2 - y1))[:, None] - inter
     return inter / (union + IOU_EPS)
@@ -157,13 +162,10 @@ def assign(cost: np.ndarray, limit: float) -> Assignment:
     return matched, col_of[matched], np.flatnonzero(col_of < 0), np.flatnonzero(row_of < 0)
 
 
-def _diagonal(std: list[Any]) -> np.ndarray:
-    """Return the (n, k, k) covariances whose diagonals are the squares of the k ``std``."""
-    squares = np.square(np.stack(np.broadcast_arrays(*std), axis=1))
-    count, size = squares.shape
-    out = np.zeros((count, size, size))
-    out[:, np.arange(size), np.arange(size)] = squares
-    return out
+def _add_variances(cov: np.ndarray, std: list[Any]) -> None:
+    """Add the squares of ``std`` (a number or (n,) each) to the diagonals of ``cov``, in place."""
+    for i, value in enumerate(std):
+        cov[:, i, i] += np.square(value)
 
 
 def initiate(xyah: np.ndarray) -> States:
@@ -172,7 +174,9 @@ def initiate(xyah: np.ndarray) -> States:
     h = z[:, 3]
     mean = np.concatenate([z, np.zeros_like(z)], axis=1)
     pos, vel = 2 * POSITION_NOISE * h, 10 * VELOCITY_NOISE * h
-    return mean, _diagonal([pos, pos, 1e-2, pos, vel, vel, 1e-5, vel])
+    cov = np.zeros((len(z), 8, 8))
+    _add_variances(cov, [pos, pos, 1e-2, pos, vel, vel, 1e-5, vel])
+    return mean, cov
 
 
 def predict(mean: np.ndarray, cov: np.ndarray, moving: np.ndarray) -> None:
@@ -182,20 +186,20 @@ def predict(mean: np.ndarray, cov: np.ndarray, moving: np.ndarray) -> None:
     grows nor shrinks while unseen. The noise added is relative to the height before.
     """
     mean[~moving, 7] = 0
-    h = mean[:, 3]
+    h = mean[:, 3].copy()
     pos, vel = POSITION_NOISE * h, VELOCITY_NOISE * h
-    noise = _diagonal([pos, pos, 1e-2, pos, vel, vel, 1e-5, vel])
     mean[:, :4] += mean[:, 4:]
     cov[:, :4, :] += cov[:, 4:, :]
     cov[:, :, :4] += cov[:, :, 4:]
-    cov += noise
+    _add_variances(cov, [pos, pos, 1e-2, pos, vel, vel, 1e-5, vel])
 
 
 def correct(mean: np.ndarray, cov: np.ndarray, xyah: np.ndarray) -> States:
     """Return the states ``mean``, ``cov`` (n, 8), (n, 8, 8) corrected by ``xyah`` (n, 4)."""
     h = mean[:, 3]
     pos = POSITION_NOISE * h
-    innovation_cov = cov[:, :4, :4] + _diagonal([pos, pos, 1e-1, pos])
+    innovation_cov = cov[:, :4, :4].copy()
+    _add_variances(innovation_cov, [pos, pos, 1e-1, pos])
     gain = np.linalg.solve(innovation_cov, cov[:, :, :4].transpose(0, 2, 1)).transpose(0, 2, 1)
     innovation = xyah - mean[:, :4]
     mean = mean + np.matmul(innovation[:, None, :], gain.transpose(0, 2, 1))[:, 0]
@@ -233,6 +237,7 @@ class ByteTrack:
         self._tracked = _Tracks.empty()  # tracked (confirmed or not), in their order
         self._lost = _Tracks.empty()  # lost, in the order they were lost
         self._removed: deque[int] = deque(maxlen=REMOVED_MEMORY)
+        self._removed_ids: set[int] = set()  # those of _removed
 
     def update(self, boxes_xyxy: np.ndarray, scores: np.ndarray,
                class_ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -246,9 +251,12 @@ class ByteTrack:
         table = self._tracked.join(self._lost)
         frame = _Frame(self, dets, table)
         frame.associate()
-        table = table.join(frame.births())
+        born = frame.births()
+        table = table.join(born) if len(born) else table
         tracked, lost = frame.pools(table)
-        self._removed.extend(table.ids[frame.removed].tolist())
+        if len(frame.removed):
+            self._removed.extend(table.ids[frame.removed].tolist())
+            self._removed_ids = set(self._removed)
         self._tracked, self._lost = table.take(tracked), table.take(lost)
         out = self._tracked.take(self._tracked.confirmed)
         order = np.argsort(out.idx, kind='stable')
@@ -300,8 +308,10 @@ class _Frame:
     def _stage(self, rows: np.ndarray, cols: np.ndarray, limit: float, fuse: bool
                ) -> Assignment:
         """Assign track ``rows`` to detections ``cols``; return :func:`assign`'s positions."""
+        if not len(rows) or not len(cols):
+            return assign(np.zeros((len(rows), len(cols)), np.float32), limit)
         scores = self.dets.scores[cols] if fuse else None
-        cost = match_cost(self.table.take(rows).xyxy(), self.dets.xyxy[cols], scores)
+        cost = match_cost(corners(self.table.mean[rows]), self.dets.xyxy[cols], scores)
         return assign(cost, limit)
 
     def _correct(self, rows: np.ndarray, matched: np.ndarray) -> None:
@@ -342,9 +352,12 @@ class _Frame:
         n_old = len(self.table)
         tracked = np.concatenate([np.flatnonzero(table.state[:self.n_tracked] == TRACKED),
                                   np.arange(n_old, len(table)), self.refound])
-        lost = np.concatenate([np.setdiff1d(self.lost, self.refound, assume_unique=True),
-                               self.newly_lost])
-        lost = lost[~np.isin(table.ids[lost], np.array(self.tracker._removed, np.int64))]
+        stays = np.ones(len(self.lost), bool)
+        stays[self.refound - self.n_tracked] = False
+        lost = np.concatenate([self.lost[stays], self.newly_lost])
+        removed = self.tracker._removed_ids
+        if removed and len(lost):
+            lost = lost[[int(i) not in removed for i in table.ids[lost]]]
         return drop_duplicates(table, tracked, lost)
 
 
@@ -363,7 +376,7 @@ def drop_duplicates(table: _Tracks, tracked: np.ndarray, lost: np.ndarray
     """
     if not len(tracked) or not len(lost):
         return tracked, lost
-    cost = 1 - iou(table.take(tracked).xyxy(), table.take(lost).xyxy())
+    cost = 1 - iou(corners(table.mean[tracked]), corners(table.mean[lost]))
     p, q = np.nonzero(cost < DUPLICATE_COST)
     age = table.last - table.start
     older = age[tracked[p]] > age[lost[q]]
