@@ -51,7 +51,7 @@ def cpu_name() -> str:
 
 
 def sequence(frames: int) -> list:
-    """YOLOv8n's detections on ``frames`` panned frames of bus.jpg, then of zidane.jpg."""
+    """Return YOLOv8n's detections on ``frames`` panned frames of bus.jpg, then zidane.jpg."""
     import cv2
     import ultralytics
 
@@ -83,7 +83,7 @@ class Ultralytics:
 
 
 def crowd(count: int, frames: int = 100) -> list:
-    """``count`` boxes drifting at their own velocities, jittered, scores from 0.05 to 0.95."""
+    """Return ``count`` boxes drifting at their own velocities, jittered, scores 0.05-0.95."""
     rng = np.random.default_rng(0)
     start, size = rng.uniform(0, 1800, (count, 2)), rng.uniform(20, 80, (count, 2))
     velocity = rng.normal(0, 3, (count, 2))

@@ -26,7 +26,7 @@ EDGES = (0.1, 0.25, 0.5, 0.6, 0.7, 0.8)
 
 
 def _edge_score(rng: np.random.Generator) -> np.float32:
-    """A score at, just under, just over or near one of :data:`EDGES` (in float32)."""
+    """Return a score at, just under, just over or near one of :data:`EDGES` (float32)."""
     edge = np.float32(rng.choice(EDGES))
     return rng.choice([edge, np.nextafter(edge, np.float32(0)),
                        np.nextafter(edge, np.float32(1)),
@@ -40,7 +40,7 @@ def _interval(rng: np.random.Generator, start: int, stop: int, longest: int
 
 
 def _object(rng: np.random.Generator, frames: int) -> dict[str, Any]:
-    """One object: where and when it is, how it moves, when it hides, twins or changes class."""
+    """Return an object: where and when, how it moves, when it hides, twins, changes class."""
     birth = int(rng.integers(0, frames // 2)) if rng.random() < 0.6 else 0
     death = int(rng.integers(birth + 5, frames + 40))
     hidden = [(*_interval(rng, birth, death, 7), rng.random() < 0.5)
@@ -60,7 +60,7 @@ def _move(obj: dict[str, Any], rng: np.random.Generator) -> None:
 
 
 def _detect(obj: dict[str, Any], k: int, rng: np.random.Generator) -> list[tuple]:
-    """The boxes the detector gives of ``obj`` in frame ``k``: (box, score, class) each."""
+    """Return the boxes the detector gives of ``obj`` in frame ``k``: (box, score, class)."""
     if not obj['birth'] <= k < obj['death']:
         return []
     hidden = [low for start, stop, low in obj['hidden'] if start <= k < stop]
@@ -79,7 +79,7 @@ def _detect(obj: dict[str, Any], k: int, rng: np.random.Generator) -> list[tuple
 
 
 def _extras(rng: np.random.Generator, found: list[tuple]) -> list[tuple]:
-    """Clutter boxes, now and then a one-frame duplicate and a box of no width."""
+    """Return clutter boxes, now and then a one-frame duplicate and a box of no width."""
     out = []
     for _ in range(int(rng.poisson(1.0))):
         centre, size = rng.uniform([0, 0], [WIDTH, HEIGHT]), rng.uniform(10, 80, 2)
@@ -94,7 +94,7 @@ def _extras(rng: np.random.Generator, found: list[tuple]) -> list[tuple]:
 
 
 def synthetic(seed: int, frames: int = 120) -> list[Frame]:
-    """A seeded sequence of ``frames``: 3 to 11 objects and clutter, in shuffled order.
+    """Return a seeded sequence of ``frames``: 3 to 11 objects and clutter, shuffled.
 
     Objects move at constant or changing velocities (crossing, leaving the frame), are born
     and die, hide for a few frames (missing, or seen only at a low score), change class once,
@@ -120,7 +120,7 @@ def synthetic(seed: int, frames: int = 120) -> list[Frame]:
 
 def pan(image: np.ndarray, frames: int, size: tuple[int, int] = (640, 480)
         ) -> Iterator[np.ndarray]:
-    """Crops of ``image`` (BGR) in a window of ``size`` (w, h) that sweeps it and turns back.
+    """Yield crops of ``image`` (BGR) in a window of ``size`` (w, h) sweeping it and back.
 
     The window moves a few pixels a frame, speeding up and slowing down (a camera panning
     unevenly over a still scene): objects glide, leave the crop and come back.
@@ -136,7 +136,7 @@ def pan(image: np.ndarray, frames: int, size: tuple[int, int] = (640, 480)
 
 
 def detect(weights: Path, images: list[np.ndarray], conf: float = 0.05) -> list[Frame]:
-    """Ultralytics' YOLO ``predict`` on each image (CPU, imgsz 640): boxes, scores, classes.
+    """Return Ultralytics' YOLO ``predict`` of each image (CPU, imgsz 640) as frames.
 
     ``conf`` keeps the low-score boxes ByteTrack's second association takes.
     """

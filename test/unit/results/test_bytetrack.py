@@ -81,7 +81,7 @@ def test_ids_match_ultralytics_on_synthetic_sequences(variant):
 
 @pytest.fixture(scope='module')
 def panned() -> dict[str, list]:
-    """yolov8n's boxes (conf 0.05) on 48 frames panning over each of bus.jpg, zidane.jpg."""
+    """Return yolov8n's boxes (conf 0.05) on 48 frames panning over bus.jpg, zidane.jpg."""
     pytest.importorskip('torch', reason='PyTorch is not installed (the detector)')
     ultralytics = pytest.importorskip('ultralytics', reason='Ultralytics (the detector)')
     import cv2
@@ -147,7 +147,7 @@ SEED_WITHOUT_TORCH = 3
 
 @pytest.fixture(scope='module')
 def without_torch() -> dict:
-    """What the tracker path did in a process where torch and ultralytics cannot import."""
+    """Return what the tracker path did in a process where torch and ultralytics cannot import."""
     done = subprocess.run([sys.executable, '-c', _WITHOUT_TORCH, str(TEST),
                            str(SEED_WITHOUT_TORCH)], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
