@@ -373,7 +373,7 @@ def test_hostile_encodings_give_bounded_escaped_rate_capped_log_lines(
             msg.data = array.array('B', bytes(12))
             return msg
 
-        images.publish(bad('e' * 1_000_000))  # refused before it is read (ros/cdr.py)
+        images.publish(bad('e' * 1_000_000))  # refused before it is read (ros/wire/cdr_reader.py)
         assert h.node.wait_for_output('encoding claims 1000001 B, more than', 30.0)
         images.publish(bad(forged))
         assert h.node.wait_for_output('\\x0a[ERROR] [0.0]', 30.0)

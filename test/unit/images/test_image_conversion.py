@@ -1,4 +1,4 @@
-"""Tests for vision_nodes.ros.image_input: sensor_msgs/Image <-> NumPy without cv_bridge."""
+"""Tests for vision_nodes.ros.inputs.conversion: sensor_msgs/Image <-> NumPy, no cv_bridge."""
 
 from __future__ import annotations
 
