@@ -1,4 +1,4 @@
-"""The node's executor (``ros/executor.py``) over real rclpy, in this process.
+"""The node's executor (``ros/process/executor.py``) over real rclpy, in this process.
 
 * A background callback group's callbacks each run on a fresh thread; a finished one is not
   kept (every transition of a node cycling for days used to stay in a list).

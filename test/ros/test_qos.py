@@ -1,8 +1,8 @@
 """QoS auto against real rclpy publishers: their graph infos in, a subscription that DDS matches.
 
 Each test creates publishers with the QoS real cameras use, reads their TopicEndpointInfo back
-from the graph, asks vision_nodes.ros.qos for a subscription, then creates it and lets DDS say
-whether every publisher matched it (``publisher.get_subscription_count()``).
+from the graph, asks vision_nodes.ros.inputs.qos for a subscription, then creates it and lets
+DDS say whether every publisher matched it (``publisher.get_subscription_count()``).
 """
 
 from __future__ import annotations

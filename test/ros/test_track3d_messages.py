@@ -1,4 +1,4 @@
-"""Depth images read for 3D (ros/depth_topic.py) and Detection3DArray messages."""
+"""Depth images read for 3D (ros/inputs/depth_topic.py) and Detection3DArray messages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Serialized images read in place (vision_nodes.ros.cdr): equal to rclpy's, and unbreakable.
+"""Serialized images read in place (ros/wire/cdr_reader.py): equal to rclpy's, and unbreakable.
 
 Parity: for many random ``Image`` and ``CompressedImage`` messages, what :mod:`~vision_nodes.ros
 .cdr` reads from ``rclpy.serialization.serialize_message``'s bytes (and from the same message
