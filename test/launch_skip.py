@@ -9,6 +9,7 @@ Not a test module: the launch tests that start ``vision_node`` import it.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -30,8 +31,11 @@ def launch_stack_missing() -> bool:
     return False
 
 
-def skip_reason() -> str | None:
-    """Return why not: the package must be in an ament prefix, the yolov8n weights findable."""
+def skip_reason(weights: tuple[str, ...] = ('yolov8n.pt',)) -> str | None:
+    """Return why not: the package must be in an ament prefix, each of ``weights`` findable.
+
+    Weights are looked for in ``VISION_NODES_MODEL_DIR`` and the package's config/models.
+    """
     from ament_index_python.packages import PackageNotFoundError, get_package_prefix
     try:
         prefix = get_package_prefix('vision_nodes')
@@ -43,23 +47,24 @@ def skip_reason() -> str | None:
                 'vision_node): build it with colcon and source install/setup.bash')
     folders = [os.environ.get('VISION_NODES_MODEL_DIR', ''),
                os.path.join(prefix, 'share', 'vision_nodes', 'config', 'models')]
-    if not any(f and os.path.isfile(os.path.join(f, 'yolov8n.pt')) for f in folders):
-        return 'yolov8n.pt not found: set VISION_NODES_MODEL_DIR to a folder holding it'
+    for name in weights:
+        if not any(f and os.path.isfile(os.path.join(f, name)) for f in folders):
+            return f'{name} not found: set VISION_NODES_MODEL_DIR to a folder holding it'
     return None
 
 
-def isolate_ros_graph(domain_id: int) -> None:
-    """Own DDS domain, localhost discovery: for the launched node and this test process.
+def isolate_ros_graph() -> int:
+    """Return the DDS domain of the launched node and this test process; discovery on localhost.
 
-    Under the project's pytest the worker's own domain (test/conftest.py) is kept:
-    launch_testing's plugin runs a worker's launch modules in one process, whose rclpy
-    clients live in the domain they were made in, so a module that moved to a domain of its
-    own launched a node that its clients never heard (fresh-clone CI: 'node not active').
+    Under the project's pytest it is the worker's own domain (test/conftest.py): the launch
+    modules of a worker run in one process, one after another, and their ``ros2`` command lines
+    inherit its environment. Otherwise (the ``launch_test`` runner) a random one.
     """
-    os.environ.setdefault('ROS_DOMAIN_ID', str(domain_id))
+    os.environ.setdefault('ROS_DOMAIN_ID', str(random.SystemRandom().randint(1, 101)))
     os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'] = 'LOCALHOST'
     os.environ.setdefault('YOLO_OFFLINE', '1')
     os.environ.setdefault('YOLO_CONFIG_DIR', '/tmp/vision_nodes_test_yolo')
+    return int(os.environ['ROS_DOMAIN_ID'])
 
 
 def ros2(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:

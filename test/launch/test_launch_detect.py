@@ -33,80 +33,30 @@ links the editable package into the venv, which test/conftest.py puts on
 
 Rebuild after changing the package: the node runs the installed copy. Optional:
 ``VISION_NODES_CACHE_DIR`` (engine cache; the first configure exports yolov8n to ONNX).
-The tests pick a random ROS_DOMAIN_ID and keep discovery on localhost. Without launch_testing
-the module is skipped, saying where the stack comes from; without the ament install or the
-weights the launch test is skipped with the reason.
+The tests run in the pytest worker's ROS_DOMAIN_ID (a random one under ``launch_test``) and
+keep discovery on localhost; the test client has an rclpy context of its own
+(test/launch_helpers.py). Without launch_testing the module is skipped, saying where the stack
+comes from; without the ament install or the weights the launch test is skipped with the
+reason.
 """
 
 from __future__ import annotations
 
-import random
 import time
 import unittest
-from pathlib import Path
 
-import pytest
+import launch_testing
+from vision_msgs.msg import Detection2DArray, LabelInfo
 
-from launch_skip import NO_LAUNCH_STACK
+from launch_helpers import NODE, ExitsCleanly, NodeTest, launch_description
+from launch_skip import ros2, skip_reason
+from node_harness import LATCHED
 
-try:
-    import launch
-    import launch_ros  # noqa: F401
-    import launch_testing
-    import launch_testing.actions
-    import launch_testing.asserts
-    from launch.actions import IncludeLaunchDescription
-    from launch.launch_description_sources import PythonLaunchDescriptionSource
-except ImportError:
-    pytest.skip(NO_LAUNCH_STACK, allow_module_level=True)
-
-import rclpy  # noqa: E402
-from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile,  # noqa: E402
-                       ReliabilityPolicy)
-from sensor_msgs.msg import Image  # noqa: E402
-from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
-
-from launch_skip import isolate_ros_graph, ros2, skip_reason  # noqa: E402
-from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
-
-LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect.launch.py'
-NODE = '/vision_node'
 PERSON, BUS = '0', '5'
-#: One random DDS domain per test module (set when the launch test starts).
-DOMAIN_ID = random.SystemRandom().randint(1, 101)
-#: The first configure may export yolov8n to ONNX (tens of seconds on a slow machine).
-ACTIVE_TIMEOUT = 240.0
-LATCHED = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
-                     reliability=ReliabilityPolicy.RELIABLE,
-                     durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-SKIP_REASON = skip_reason()
-
-
-@pytest.mark.launch_test
-@pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
-@unittest.skipIf(SKIP_REASON is not None, str(SKIP_REASON))  # for the launch_test runner
-def generate_test_description():
-    """detect.launch.py with backend:=onnx and autostart, ready to test at once."""
-    isolate_ros_graph(DOMAIN_ID)
-    detect = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
-        launch_arguments={'backend': 'onnx', 'autostart': 'true'}.items())
-    return launch.LaunchDescription([detect, launch_testing.actions.ReadyToTest()])
-
-
-def bus_image() -> Image:
-    """bus.jpg (bundled with ultralytics) as a bgr8 sensor_msgs/Image."""
-    import cv2
-    import ultralytics
-
-    from vision_nodes.ros.inputs.conversion import numpy_to_image
-
-    path = Path(ultralytics.__file__).parent / 'assets' / 'bus.jpg'
-    bgr = cv2.imread(str(path))
-    assert bgr is not None, f'cannot read {path}'
-    return numpy_to_image(bgr, 'bgr8')
+generate_test_description = launch_description(
+    'detect.launch.py', skip_reason(), backend='onnx', autostart='true')
 
 
 def class_ids(msg: Detection2DArray) -> list[str]:
@@ -118,31 +68,11 @@ def seq_of(msg: Detection2DArray) -> int:
     return int(msg.header.frame_id.removeprefix('seq'))
 
 
-class TestDetectLaunch(unittest.TestCase):
+class TestDetectLaunch(NodeTest):
     """The tests run in name order against one launched node (a, b, c, d)."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.client = VisionNodeClient(NODE, 'test_launch_detect_client')
-        cls.image = bus_image()
-        cls.image_pub = cls.client.publisher(Image, 'image', 10)
-        cls.detections = cls.client.subscribe(Detection2DArray, 'detections', 10)
-        cls.labels = cls.client.subscribe(LabelInfo, 'label_info', LATCHED)
-        cls.seq = 0
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        rclpy.try_shutdown()
-
-    # ------------------------------------------------------------------ helpers
-    def publish(self) -> int:
-        """Publish bus.jpg with the next sequence number; return it."""
-        type(self).seq += 1
-        self.image.header.frame_id = f'seq{self.seq}'
-        self.image.header.stamp = self.client.node.get_clock().now().to_msg()
-        self.image_pub.publish(self.image)
-        return self.seq
+    OUTPUTS = {'detections': (Detection2DArray, 'detections', 10),
+               'labels': (LabelInfo, 'label_info', LATCHED)}
 
     def next_result(self, timeout: float = 60.0) -> Detection2DArray:
         """Publish images (5 Hz) until a result for an image published from now arrives.
@@ -157,17 +87,8 @@ class TestDetectLaunch(unittest.TestCase):
             msg = self.detections.get(0.2, lambda m: seq_of(m) > mark)
             if msg is not None:
                 return msg
+            self.assert_launch_running('detections')
         self.fail(f'no detections within {timeout} s')
-
-    def wait_until_active(self, timeout: float = ACTIVE_TIMEOUT) -> None:
-        def active() -> bool:
-            try:  # services answer during the first configure's export too
-                return self.client.get_state(timeout=30.0) == 'active'
-            except TimeoutError:
-                return False
-
-        self.assertTrue(wait_for(active, timeout, interval=0.5),
-                        f'node not active within {timeout} s')
 
     # ------------------------------------------------------------------ tests
     def test_a_autostart_detects_bus_and_people(self):
@@ -257,7 +178,5 @@ class TestDetectLaunch(unittest.TestCase):
 
 
 @launch_testing.post_shutdown_test()
-class TestDetectLaunchShutdown(unittest.TestCase):
-
-    def test_node_exits_cleanly(self, proc_info):
-        launch_testing.asserts.assertExitCodes(proc_info, allowable_exit_codes=[0])
+class TestDetectLaunchShutdown(ExitsCleanly, unittest.TestCase):
+    """After the launch: the node exited cleanly."""

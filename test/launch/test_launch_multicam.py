@@ -15,96 +15,36 @@ test is skipped with the reason.
 
 from __future__ import annotations
 
-import random
 import time
 import unittest
-from pathlib import Path
 
-import pytest
+import launch_testing
+from sensor_msgs.msg import Image
+from vision_msgs.msg import Detection2DArray
 
-from launch_skip import NO_LAUNCH_STACK
+from launch_helpers import ExitsCleanly, NodeTest, bus_image, launch_description
+from launch_skip import skip_reason
 
-try:
-    import launch
-    import launch_ros  # noqa: F401
-    import launch_testing
-    import launch_testing.actions
-    import launch_testing.asserts
-    from launch.actions import IncludeLaunchDescription
-    from launch.launch_description_sources import PythonLaunchDescriptionSource
-except ImportError:
-    pytest.skip(NO_LAUNCH_STACK, allow_module_level=True)
-
-import rclpy  # noqa: E402
-from sensor_msgs.msg import Image  # noqa: E402
-from vision_msgs.msg import Detection2DArray  # noqa: E402
-
-from launch_skip import isolate_ros_graph, skip_reason  # noqa: E402
-from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
-
-LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'multi_camera.launch.py'
-NODE = '/vision_node'
 CAMERAS = ('front', 'rear', 'left')
-#: One random DDS domain per test module (set when the launch test starts).
-DOMAIN_ID = random.SystemRandom().randint(1, 101)
-#: The first configure may export yolov8n to ONNX (tens of seconds on a slow machine).
-ACTIVE_TIMEOUT = 240.0
-
-SKIP_REASON = skip_reason()
 
 
-@pytest.mark.launch_test
-@pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
-@unittest.skipIf(SKIP_REASON is not None, str(SKIP_REASON))  # for the launch_test runner
-def generate_test_description():
-    """multi_camera.launch.py with three cameras, backend:=onnx and autostart."""
-    isolate_ros_graph(DOMAIN_ID)
-    topics = ','.join(f'/{c}/image_raw' for c in CAMERAS)
-    cameras = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
-        launch_arguments={'backend': 'onnx', 'autostart': 'true', 'image_topics': topics,
-                          'max_batch': '2'}.items())
-    return launch.LaunchDescription([cameras, launch_testing.actions.ReadyToTest()])
+generate_test_description = launch_description(
+    'multi_camera.launch.py', skip_reason(), backend='onnx', autostart='true',
+    image_topics=','.join(f'/{c}/image_raw' for c in CAMERAS), max_batch='2')
 
 
-def bus_image() -> Image:
-    """bus.jpg (bundled with ultralytics) as a bgr8 sensor_msgs/Image."""
-    import cv2
-    import ultralytics
-
-    from vision_nodes.ros.inputs.conversion import numpy_to_image
-
-    path = Path(ultralytics.__file__).parent / 'assets' / 'bus.jpg'
-    bgr = cv2.imread(str(path))
-    assert bgr is not None, f'cannot read {path}'
-    return numpy_to_image(bgr, 'bgr8')
-
-
-class TestMultiCameraLaunch(unittest.TestCase):
+class TestMultiCameraLaunch(NodeTest):
     """The tests run in name order against one launched node."""
+
+    IMAGE_TOPIC = None
 
     @classmethod
     def setUpClass(cls):
-        cls.client = VisionNodeClient(NODE, 'test_launch_multicam_client')
+        super().setUpClass()
         cls.image = bus_image()
         cls.pubs = {c: cls.client.publisher(Image, f'/{c}/image_raw', 10) for c in CAMERAS}
         cls.answers = {c: cls.client.subscribe(Detection2DArray, f'/{c}/detections', 50)
                        for c in CAMERAS}
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        rclpy.try_shutdown()
-
-    def wait_until_active(self, timeout: float = ACTIVE_TIMEOUT) -> None:
-        def active() -> bool:
-            try:
-                return self.client.get_state(timeout=30.0) == 'active'
-            except TimeoutError:
-                return False
-
-        self.assertTrue(wait_for(active, timeout, interval=0.5),
-                        f'node not active within {timeout} s')
 
     def test_a_each_camera_answers_on_its_own_topic(self):
         self.wait_until_active()
@@ -134,7 +74,5 @@ class TestMultiCameraLaunch(unittest.TestCase):
 
 
 @launch_testing.post_shutdown_test()
-class TestMultiCameraLaunchShutdown(unittest.TestCase):
-
-    def test_node_exits_cleanly(self, proc_info):
-        launch_testing.asserts.assertExitCodes(proc_info, allowable_exit_codes=[0])
+class TestMultiCameraLaunchShutdown(ExitsCleanly, unittest.TestCase):
+    """After the launch: the node exited cleanly."""

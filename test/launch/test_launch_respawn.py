@@ -14,51 +14,22 @@ How to run: see ``test_launch_detect.py``.
 from __future__ import annotations
 
 import os
-import random
 import signal
 import unittest
 from pathlib import Path
 
-import pytest
+import launch_testing
+from vision_msgs.msg import Detection2DArray
 
-from launch_skip import NO_LAUNCH_STACK
+from launch_helpers import NodeTest, launch_description
+from launch_skip import skip_reason
 
-try:
-    import launch
-    import launch_ros  # noqa: F401
-    import launch_testing
-    import launch_testing.actions
-    from launch.actions import IncludeLaunchDescription
-    from launch.launch_description_sources import PythonLaunchDescriptionSource
-except ImportError:
-    pytest.skip(NO_LAUNCH_STACK, allow_module_level=True)
-
-import rclpy  # noqa: E402
-from sensor_msgs.msg import Image  # noqa: E402
-from vision_msgs.msg import Detection2DArray  # noqa: E402
-
-from launch_skip import isolate_ros_graph, skip_reason  # noqa: E402
-from vision_nodes.tools.client import VisionNodeClient, wait_for  # noqa: E402
-
-LAUNCH_FILE = Path(__file__).resolve().parents[2] / 'launch' / 'detect.launch.py'
-NODE = '/vision_node'
 BUS = '5'
-DOMAIN_ID = random.SystemRandom().randint(1, 101)
-ACTIVE_TIMEOUT = 240.0
-SKIP_REASON = skip_reason()
 
 
-@pytest.mark.launch_test
-@pytest.mark.skipif(SKIP_REASON is not None, reason=str(SKIP_REASON))
-@unittest.skipIf(SKIP_REASON is not None, str(SKIP_REASON))
-def generate_test_description():
-    """detect.launch.py with respawn, a short respawn delay, simulated time and autostart."""
-    isolate_ros_graph(DOMAIN_ID)
-    detect = IncludeLaunchDescription(
-        PythonLaunchDescriptionSource(str(LAUNCH_FILE)),
-        launch_arguments={'backend': 'onnx', 'autostart': 'true', 'respawn': 'true',
-                          'respawn_delay': '0.5', 'use_sim_time': 'true'}.items())
-    return launch.LaunchDescription([detect, launch_testing.actions.ReadyToTest()])
+generate_test_description = launch_description(
+    'detect.launch.py', skip_reason(), backend='onnx', autostart='true', respawn='true',
+    respawn_delay='0.5', use_sim_time='true')
 
 
 def node_pids() -> list[int]:
@@ -90,53 +61,34 @@ def _ancestors(pid: int) -> list[int]:
     return out
 
 
-class TestRespawn(unittest.TestCase):
+class TestRespawn(NodeTest):
     """The tests run in name order against one launch."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.client = VisionNodeClient(NODE, 'test_launch_respawn_client')
-        cls.image_pub = cls.client.publisher(Image, 'image', 10)
-        cls.detections = cls.client.subscribe(Detection2DArray, 'detections', 10)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        rclpy.try_shutdown()
+    OUTPUTS = {'detections': (Detection2DArray, 'detections', 10)}
 
     def wait_until_active(self) -> None:
-        def active() -> bool:
-            try:  # no answer while the process is down or starting
-                return self.client.get_state(timeout=10.0) == 'active'
-            except TimeoutError:
-                return False
-
-        self.assertTrue(wait_for(active, ACTIVE_TIMEOUT, interval=0.5),
-                        f'node not active within {ACTIVE_TIMEOUT} s')
+        """Wait for 'active'; no answer while the process is down or starting."""
+        super().wait_until_active(answer_within=10.0)
 
     def test_a_active_with_simulated_time(self):
         self.wait_until_active()
         self.assertEqual(self.client.get_parameters('use_sim_time'), {'use_sim_time': True})
 
     def test_b_a_killed_node_is_started_and_activated_again(self):
-        from test_launch_detect import bus_image
-
         self.wait_until_active()
         (first,) = node_pids()
         os.kill(first, signal.SIGKILL)
-        self.assertTrue(wait_for(lambda: node_pids() not in ([], [first]), 60.0, interval=0.2),
-                        'no new node process')
+        self.wait(lambda: node_pids() not in ([], [first]), 60.0, 'a new node process', 0.2)
         self.wait_until_active()
         self.assertNotIn(first, node_pids())
-        image = bus_image()
 
         def bus_seen() -> bool:
-            self.image_pub.publish(image)
+            self.image_pub.publish(self.image)
             msg = self.detections.get(0.5)
             return msg is not None and any(
                 d.results[0].hypothesis.class_id == BUS for d in msg.detections)
 
-        self.assertTrue(wait_for(bus_seen, 60.0, interval=0.0), 'no bus after the respawn')
+        self.wait(bus_seen, 60.0, 'a bus after the respawn', 0.0)
 
 
 @launch_testing.post_shutdown_test()
