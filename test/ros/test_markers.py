@@ -17,18 +17,17 @@ import pytest
 rclpy = pytest.importorskip('rclpy', reason='rclpy (ROS 2) is not installed')
 pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts/setup_env.sh)')
 
-from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from std_msgs.msg import Header  # noqa: E402
 from vision_msgs.msg import Detection3DArray  # noqa: E402
 from visualization_msgs.msg import Marker, MarkerArray  # noqa: E402
 
+from camera_rig import depth_camera, pinhole_info  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.drawing import colour  # noqa: E402
 from vision_nodes.geometry3d import Boxes3D  # noqa: E402
 from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.ros.outputs.detection3d_markers import BOX_ALPHA, markers_msg  # noqa: E402
 from vision_nodes.tasks.detect import Detections  # noqa: E402
-from vision_nodes.tools.client import wait_for  # noqa: E402
 
 NAMES = ['person', 'bicycle', 'car', 'motorcycle', 'airplane', 'bus']
 
@@ -84,12 +83,6 @@ def test_tracked_labels_carry_the_track_id_and_its_colour():
         pytest.approx([red / 255, green / 255, blue / 255])
 
 
-def _camera_info(width: int, height: int) -> CameraInfo:
-    info = CameraInfo(width=width, height=height, distortion_model='plumb_bob')
-    info.k = np.array([900.0, 0, width / 2 - 0.5, 0, 880.0, height / 2 - 0.5, 0, 0, 1])
-    return info
-
-
 def test_the_node_publishes_the_3d_boxes_as_markers(model_dir, engine_cache_dir, bus_bgr):
     h = Harness({'engine_cache_dir': str(engine_cache_dir), 'backend': 'onnx',
                  'tracker': 'bytetrack', 'depth_source': 'topic',
@@ -99,11 +92,7 @@ def test_the_node_publishes_the_3d_boxes_as_markers(model_dir, engine_cache_dir,
         assert c.change_state('configure', timeout=600) and c.change_state('activate')
         dets3 = c.subscribe(Detection3DArray, '/detections_3d', 20)
         markers = c.subscribe(MarkerArray, '/markers', 20)
-        images = c.publisher(Image, '/image', 10)
-        depths = c.publisher(Image, '/aligned_depth', 10)
-        infos = c.publisher(CameraInfo, '/camera_info', 10)
-        assert wait_for(lambda: depths.get_subscription_count() > 0
-                        and infos.get_subscription_count() > 0, 30.0)
+        images, depths, infos = depth_camera(c)
         height, width = bus_bgr.shape[:2]
         depth = numpy_to_image(np.full((height, width, 1), 3.0, np.float32), '32FC1')
         image = numpy_to_image(bus_bgr, 'bgr8')
@@ -113,7 +102,7 @@ def test_the_node_publishes_the_3d_boxes_as_markers(model_dir, engine_cache_dir,
             image.header.frame_id = depth.header.frame_id = 'cam_optical'
             image.header.stamp.sec += 1
             depth.header.stamp = image.header.stamp
-            infos.publish(_camera_info(width, height))
+            infos.publish(pinhole_info(width, height, 900.0, 880.0))
             depths.publish(depth)
             images.publish(image)
             got3 = dets3.get(2.0, lambda m: m.header.stamp == image.header.stamp)

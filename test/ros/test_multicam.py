@@ -21,6 +21,7 @@ from diagnostic_msgs.msg import DiagnosticArray  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
+from camera_rig import pinhole_info  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
@@ -236,14 +237,6 @@ def test_several_models_keep_their_prefix_inside_each_camera_namespace(
         h.close()
 
 
-def _camera_info(width: int, height: int, fx: float):
-    from sensor_msgs.msg import CameraInfo
-
-    info = CameraInfo(width=width, height=height, distortion_model='plumb_bob')
-    info.k = np.array([fx, 0, width / 2 - 0.5, 0, fx, height / 2 - 0.5, 0, 0, 1], np.float64)
-    return info
-
-
 def _plane(width: int, height: int, metres: float, header) -> Image:
     msg = numpy_to_image(np.full((height, width, 1), metres, np.float32), '32FC1')
     msg.header = header
@@ -270,7 +263,7 @@ def test_3d_reads_each_cameras_own_camera_info_and_depth_and_tracks_per_camera(
         image = images['side']
         height, width = image.shape[:2]
         decoys = [(c.publisher(CameraInfo, '/camera_info', 10),
-                   _camera_info(width, height, 2000.0)),
+                   pinhole_info(width, height, 2000.0)),
                   (c.publisher(Image, '/aligned_depth', 10), None)]
         cams = {n: {'dets': c.subscribe(Detection2DArray, f'/{n}/detections', 20),
                     'dets3': c.subscribe(Detection3DArray, f'/{n}/detections_3d', 20),
@@ -287,7 +280,7 @@ def test_3d_reads_each_cameras_own_camera_info_and_depth_and_tracks_per_camera(
                 msg = _msg(image, 'cam_optical')
                 msg.header.stamp.sec = sec
                 decoys[1] = (decoys[1][0], _plane(width, height, 5.0, msg.header))
-                extra = decoys + [(cam['info'], _camera_info(width, height, fx)),
+                extra = decoys + [(cam['info'], pinhole_info(width, height, fx)),
                                   (cam['depth'], _plane(width, height, z, msg.header))]
 
                 def send(extra=extra, cam=cam, msg=msg):

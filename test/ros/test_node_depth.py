@@ -25,7 +25,6 @@ from vision_msgs.msg import Detection2DArray  # noqa: E402
 
 from depth_weights import depth_anything_folder, shared_folder, tiny_manifest  # noqa: E402
 from node_harness import Harness  # noqa: E402
-from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: E402
 
 
@@ -43,11 +42,6 @@ def depth_manifests(tmp_path_factory):
         'metric': _manifest(depth_anything_folder(weights / 'da_tiny_metric', metric=True,
                                                   max_depth=20),
                             folder / 'da_metric.yaml', 'metric')}
-
-
-@pytest.fixture(scope='module')
-def bus_msg(bus_bgr) -> Image:
-    return numpy_to_image(bus_bgr, 'bgr8')
 
 
 def _params(cache, **extra):

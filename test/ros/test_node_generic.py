@@ -20,13 +20,7 @@ from vision_msgs.msg import Detection2DArray, LabelInfo  # noqa: E402
 
 from node_harness import (LATCHED, Harness, call_latencies, manifest_copy,  # noqa: E402
                           median, p95, start_camera)
-from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
-
-
-@pytest.fixture(scope='module')
-def bus_msg(bus_bgr) -> Image:
-    return numpy_to_image(bus_bgr, 'bgr8')
 
 
 @pytest.fixture(scope='module')

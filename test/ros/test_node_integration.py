@@ -24,7 +24,6 @@ import node_harness  # noqa: E402
 from detection_match import assert_same_detections  # noqa: E402
 from node_harness import LATCHED  # noqa: E402
 from vision_nodes.tools.client import wait_for  # noqa: E402
-from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 
 PERSON, BUS = '0', '5'
 # Where things are in bus.jpg (1080 x 810 px): centres of the three people standing in front
@@ -46,11 +45,6 @@ class Harness(node_harness.Harness):
     def send(self, image: Image, timeout: float = 20.0) -> Detection2DArray | None:
         """Publish until a result for this frame arrives (discovery may drop the first)."""
         return super().send(image, self.detections, self.images, timeout)
-
-
-@pytest.fixture(scope='module')
-def bus_msg(bus_bgr) -> Image:
-    return numpy_to_image(bus_bgr, 'bgr8')
 
 
 @pytest.fixture(scope='module')

@@ -41,11 +41,6 @@ from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: 
 BACKENDS = ['cpu', 'onnx', 'openvino']
 
 
-@pytest.fixture(scope='module')
-def bus_msg(bus_bgr) -> Image:
-    return numpy_to_image(bus_bgr, 'bgr8')
-
-
 def box_points(det) -> np.ndarray:
     """The documented convention: OpenCV's corners of a published rotated box."""
     box = det.bbox

@@ -26,15 +26,9 @@ from vision_nodes_msgs.msg import Keypoints2DArray  # noqa: E402
 from ultralytics_reference import mask_iou  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.boxes import pairwise_iou  # noqa: E402
-from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.tasks.instances import COCO_KEYPOINTS  # noqa: E402
 
 BACKENDS = ['cpu', 'onnx', 'openvino']
-
-
-@pytest.fixture(scope='module')
-def bus_msg(bus_bgr) -> Image:
-    return numpy_to_image(bus_bgr, 'bgr8')
 
 
 def _predict(weights, image):

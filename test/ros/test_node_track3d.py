@@ -29,6 +29,7 @@ pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray, Detection3DArray  # noqa: E402
 
+from camera_rig import depth_camera, pinhole_info  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.boxes import pairwise_iou  # noqa: E402
 from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
@@ -155,10 +156,8 @@ def test_tracking_keeps_ids_resets_and_switches_live(model_dir, engine_cache_dir
 
 
 def _camera_info(width: int, height: int, k=None) -> CameraInfo:
-    info = CameraInfo(width=width, height=height, distortion_model='plumb_bob')
-    default = [FX, 0, width / 2 - 0.5, 0, FY, height / 2 - 0.5, 0, 0, 1]
-    info.k = np.array(k if k is not None else default, np.float64)
-    return info
+    """This file's camera (FX, FY, centred), or ``k``."""
+    return pinhole_info(width, height, FX, FY, k)
 
 
 def _depth_msg(depth_m: np.ndarray, header, encoding: str) -> Image:
@@ -181,11 +180,7 @@ def test_3d_from_an_aligned_depth_topic(model_dir, engine_cache_dir, bus_bgr, en
         assert c.change_state('configure', timeout=600) and c.change_state('activate')
         dets = c.subscribe(Detection2DArray, '/detections', 20)
         dets3 = c.subscribe(Detection3DArray, '/detections_3d', 20)
-        images = c.publisher(Image, '/image', 10)
-        depths = c.publisher(Image, '/aligned_depth', 10)
-        infos = c.publisher(CameraInfo, '/camera_info', 10)
-        assert wait_for(lambda: depths.get_subscription_count() > 0
-                        and infos.get_subscription_count() > 0, 30.0)
+        images, depths, infos = depth_camera(c)
         height, width = bus_bgr.shape[:2]
         # No camera_info yet: 2D goes on, no 3D, and the node says why (once).
         msg = _image(bus_bgr, 10)
@@ -277,11 +272,7 @@ def test_2d_goes_on_at_the_input_rate_when_the_depth_camera_stops(model_dir, eng
         dets = c.subscribe(Detection2DArray, '/detections', 50)
         dets3 = c.subscribe(Detection3DArray, '/detections_3d', 20)
         diagnostics = c.subscribe(DiagnosticArray, '/diagnostics', 10)
-        images = c.publisher(Image, '/image', 10)
-        depths = c.publisher(Image, '/aligned_depth', 10)
-        infos = c.publisher(CameraInfo, '/camera_info', 10)
-        assert wait_for(lambda: depths.get_subscription_count() > 0
-                        and infos.get_subscription_count() > 0, 30.0)
+        images, depths, infos = depth_camera(c)
         height, width = bus_bgr.shape[:2]
         info = _camera_info(width, height)
         plane = np.full((height, width), 3.0, np.float32)
