@@ -41,7 +41,6 @@ except ImportError:
     pytest.skip(NO_LAUNCH_STACK, allow_module_level=True)
 
 import rclpy  # noqa: E402
-from rclpy.executors import SingleThreadedExecutor  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 
 from vision_nodes.tools.client import MessageQueue, VisionNodeClient  # noqa: E402
@@ -123,12 +122,7 @@ class LaunchClient(VisionNodeClient):
         self._closing = threading.Lock()
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id)
-        self.target, self._clients = target.rstrip('/'), {}
-        self.node = rclpy.create_node(name, context=self.context)
-        self._executor = SingleThreadedExecutor(context=self.context)
-        self._executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._executor.spin, daemon=True)
-        self._thread.start()
+        super().__init__(target, name, self.context)
         _OPEN.append(self)
 
     def close(self) -> None:

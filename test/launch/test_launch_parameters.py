@@ -1,9 +1,10 @@
 """Which value wins when a launch file, a parameters file and launch arguments all set one.
 
-:func:`vision_nodes.ros.launch_description.node_parameters` builds the node's
+:func:`vision_nodes.ros.process.launch_description.node_parameters` builds the node's
 parameters: the user's file (one ``--params-file``) and a dict of overrides, which the launch
-passes as ``-p`` rules (:func:`~vision_nodes.ros.launch_description.override_arguments`), so no
-file is written. These tests need neither ``launch`` nor ``launch_ros``: they hand the entries
+passes as ``-p`` rules
+(:func:`~vision_nodes.ros.process.launch_description.override_arguments`), so no file is
+written. These tests need neither ``launch`` nor ``launch_ros``: they hand the entries
 to a real ``VisionNode`` the same way and read back the values rclpy gives it, for a
 parameters file keyed ``/**`` (as config/detect.yaml) and one keyed by the node's name.
 """

@@ -191,12 +191,17 @@ class VisionNodeClient:
     Spins its own ROS node in a background thread; call :meth:`close` when done.
     """
 
-    def __init__(self, target: str = '/vision_node', name: str = 'vision_nodes_client') -> None:
-        if not rclpy.ok():
+    def __init__(self, target: str = '/vision_node', name: str = 'vision_nodes_client',
+                 context: rclpy.Context | None = None) -> None:
+        """Aim at node ``target``; ``context``: an rclpy context of the caller's (initialised).
+
+        Without one the process's default context is used (initialised if it is not).
+        """
+        if context is None and not rclpy.ok():
             rclpy.init()
         self.target = target.rstrip('/')
-        self.node = rclpy.create_node(name)
-        self._executor = SingleThreadedExecutor()
+        self.node = rclpy.create_node(name, context=context)
+        self._executor = SingleThreadedExecutor(context=context)
         self._executor.add_node(self.node)
         self._thread = threading.Thread(target=self._executor.spin, daemon=True)
         self._thread.start()
