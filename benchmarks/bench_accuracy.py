@@ -13,7 +13,7 @@ precision check on) into a fresh engine cache folder, so its first configure is 
   own choice: for int8, the calibration folder when it holds 10+ images); fp32 is the
   reference, 1.0 by definition;
 * pipeline ms - pre-processing + network + post-processing in this process (no ROS), per
-  frame over the default validation set (12 real photographs of 512 x 512 to 1080 x 810),
+  frame over the default validation set (10 real photographs of 512 x 512 to 1080 x 810),
   the mean per frame of a pass over the set; the median over ``--rounds`` rounds, in which
   every configuration of the model makes one pass, in a shuffled order each round (round 0
   warms up, unrecorded);

@@ -207,8 +207,9 @@ def check_precision(model: Any, make_fp32: Callable[[], Any], cache: ArtifactCac
         log(found.line())
         return found
     if fp32 is not None:
-        # Freeing a compiled model takes a fifth of a second; nothing waits for it.
-        threading.Thread(target=fp32.close, name='precision-check-close', daemon=True).start()
+        # Freeing a compiled model takes a fifth of a second: nothing waits for it but the
+        # interpreter's exit (not a daemon: OpenVINO aborts when its objects die mid-exit).
+        threading.Thread(target=fp32.close, name='precision-check-close').start()
     found = PrecisionCheck(compute, measured, images.source, hit)
     log(found.line())
     return found

@@ -22,7 +22,7 @@ from vision_nodes.artifacts.validation import MIN_VALIDATION_IMAGES, package_ima
 from vision_nodes.platform.openvino import fast_reduced_type  # noqa: E402
 
 BF16 = fast_reduced_type('CPU') == 'bf16'
-#: The default validation set here (Ultralytics' two photographs and scikit-image's ten).
+#: The default validation set here (Ultralytics' two photographs and eight of scikit-image).
 IMAGES = len(package_images())
 
 
