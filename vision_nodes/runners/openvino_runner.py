@@ -113,6 +113,17 @@ class OpenVinoRunner(Runner):
             return f'int8 in the quantized layers, {self.plan.inference_words()} elsewhere'
         return self.plan.inference_words()
 
+    def blank_input(self, height: int, width: int) -> np.ndarray:
+        """Return the warm-up's blank frame: the u8 image when the IR has its u8-input twin.
+
+        Frames then come as u8 images (the pipeline sets ``takes_u8``), so the warm-up compiles
+        the model they use at ``input_size``, not a float one no frame would run.
+        """
+        if isinstance(self.config.artifact, OpenVinoIr) and \
+                self.config.artifact.u8_input is not None:
+            return np.zeros((1, height, width, 3), np.uint8)
+        return super().blank_input(height, width)
+
     def _u8_model(self) -> Any:
         """Return the model with the pre-processing embedded (the chain's u8-input twin)."""
         if self._u8 is None:
