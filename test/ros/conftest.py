@@ -1,17 +1,12 @@
 """Fixtures the test/ros files share (test/conftest.py's apply here too).
 
-Under pytest's default import mode this file is the module named ``conftest`` for the files of
-test/ros (each conftest.py outside a package is imported under that name, the nearest one
-last), so it also gives them the checkout's ``ROOT``, as test/conftest.py does.
+No test imports this module by name: under pytest's default import mode every conftest.py
+outside a package is the module ``conftest``, and which one that is depends on the files named.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope='module')

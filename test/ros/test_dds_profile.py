@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+ROOT = Path(__file__).resolve().parents[2]
 
 PROFILE = ROOT / 'config' / 'fastdds_large_images.xml'
 
