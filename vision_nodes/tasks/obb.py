@@ -24,6 +24,7 @@ import numpy as np
 
 from ..manifest import ManifestError
 from ..text import clip
+from .decode_buffers import DecodeBuffers
 from .detect import MAX_NMS_CANDIDATES, DetectionParams, DetectionTask, Detections
 from .end2end import decode_rows, row_extra
 from .preprocess import LetterboxMeta
@@ -58,24 +59,24 @@ class OrientedBoxes(Detections):
         return cls(base.boxes, base.scores, base.class_ids, np.zeros((0, 5), np.float32))
 
 
-def decode_oriented(pred: np.ndarray, params: DetectionParams, classes: int
+def decode_oriented(pred: np.ndarray, params: DetectionParams, classes: int,
+                    buffers: DecodeBuffers | None = None
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(4 + classes + 1, anchors) -> kept (xywhr (N, 5), scores, class ids), network pixels."""
-    class_scores = pred[4:4 + classes]
-    scores = class_scores.max(axis=0)
-    mask = scores > params.confidence
-    if not mask.any():
-        return np.zeros((0, 5), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64)
-    class_ids = class_scores[:, mask].argmax(axis=0).astype(np.int64)
-    xywhr = np.empty((class_ids.shape[0], 5), np.float32)
-    xywhr[:, :4] = pred[:4, mask].T
-    xywhr[:, 4] = pred[4 + classes, mask]
-    scores = scores[mask].astype(np.float32)
+    """(4 + classes + 1, anchors) -> kept (xywhr (N, 5), scores, class ids), network pixels.
+
+    The candidates are detection's (:meth:`.DecodeBuffers.candidates`, the same best class per
+    anchor above ``params.confidence``); their boxes keep the angle row, for the rotated NMS.
+    """
+    ops = buffers or DecodeBuffers()
+    ((anchors, scores, class_ids),) = ops.candidates([pred], classes, params.confidence)
+    xywhr = np.empty((anchors.shape[0], 5), np.float32)
+    xywhr[:, :4] = pred[:4, anchors].T
+    xywhr[:, 4] = pred[4 + classes, anchors]
     if scores.shape[0] > MAX_NMS_CANDIDATES:
-        top = np.argpartition(-scores, MAX_NMS_CANDIDATES)[:MAX_NMS_CANDIDATES]
+        top = ops.top(scores, MAX_NMS_CANDIDATES)
         xywhr, scores, class_ids = xywhr[top], scores[top], class_ids[top]
     keep = rotated_nms(xywhr, scores, class_ids, params.iou, params.max_detections)
-    return xywhr[keep], scores[keep], class_ids[keep]
+    return xywhr[keep], scores[keep], class_ids[keep].astype(np.int64)
 
 
 def to_source(xywhr: np.ndarray, meta: LetterboxMeta) -> np.ndarray:
@@ -146,6 +147,7 @@ class OrientedBoxTask(DetectionTask):
             angles = (pred[0] if pred.ndim == 3 else pred)[rows, _ROW_ANGLE]
             xywhr = np.concatenate([xywh, angles[:, None].astype(np.float32)], axis=1)
         else:
-            xywhr, scores, class_ids = decode_oriented(pred[0], params, self._classes or 0)
+            xywhr, scores, class_ids = decode_oriented(pred[0], params, self._classes or 0,
+                                                       self.decode_buffers.get())
         to_source(xywhr, meta)
         return OrientedBoxes(hull(xywhr, meta.source_shape), scores, class_ids, xywhr)
