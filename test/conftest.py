@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +20,49 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / 'test'))
 from launch_skip import NO_LAUNCH_STACK, launch_stack_missing  # noqa: E402
 
+#: Domains a session holds: its own and the next ones, for its pytest-xdist workers.
+DOMAIN_BLOCK = 4
+#: The lock files of the domains this session holds, open until it exits.
+_HELD_DOMAINS: list = []
+
+
+def _claim_domains() -> int:
+    """Return the first of :data:`DOMAIN_BLOCK` DDS domains no other test session here holds.
+
+    Each domain is held by a lock file (``flock``, released when the process ends), so two
+    suites run at once on one machine never share a domain; the search starts at a random one.
+    Where the locks cannot be taken (a folder of another user's), a random domain, as before.
+    """
+    start = random.Random(os.getpid()).randint(1, 80)
+    folder = Path(tempfile.gettempdir()) / 'vision_nodes_test_domains'
+    try:
+        folder.mkdir(exist_ok=True)
+        for offset in range(80):
+            first = 1 + (start - 1 + offset) % 80
+            held = []
+            for domain in range(first, first + DOMAIN_BLOCK):
+                handle = open(folder / f'{domain}.lock', 'w')
+                held.append(handle)
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    break
+            else:
+                _HELD_DOMAINS.extend(held)
+                return first
+            for handle in held:
+                handle.close()
+    except OSError:
+        pass
+    return start
+
+
 # Each test session gets its own DDS domain and stays on this machine, so parallel sessions
 # (or other ROS processes) never see each other's topics. Under pytest-xdist each worker
 # (gw0, gw1, ...) inherits the session's domain from the controller and takes the next ones,
 # so the workers' nodes never hear each other either.
-os.environ.setdefault('ROS_DOMAIN_ID', str(random.Random(os.getpid()).randint(1, 80)))
+if 'ROS_DOMAIN_ID' not in os.environ:
+    os.environ['ROS_DOMAIN_ID'] = str(_claim_domains())
 _WORKER = os.environ.get('PYTEST_XDIST_WORKER', '')
 if _WORKER.startswith('gw') and _WORKER[2:].isdigit():
     os.environ['ROS_DOMAIN_ID'] = str(
