@@ -30,7 +30,8 @@ from vision_nodes.images import ImageConversionError  # noqa: E402
 from vision_nodes.limits import MAX_CDR_STRING_BYTES, MAX_IMAGE_BYTES  # noqa: E402
 from vision_nodes.ros.wire.cdr_reader import CdrError, read_compressed, read_image  # noqa: E402
 from vision_nodes.ros.inputs.conversion import compressed_to_numpy  # noqa: E402
-from vision_nodes.ros.inputs.conversion import image_to_array, numpy_to_image  # noqa: E402
+from vision_nodes.ros.inputs.conversion import image_to_array, image_to_numpy  # noqa: E402
+from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.ros.outputs.depth_outputs import colored_to_cdr, depth_to_cdr  # noqa: E402
 from vision_nodes.ros.wire.image_cdr import encode_image  # noqa: E402
 from vision_nodes.tasks.depth import DepthResult  # noqa: E402
@@ -177,6 +178,10 @@ def test_encoded_images_equal_the_typed_messages() -> None:
             numpy_to_image(mask, 'mono16', header)
         assert deserialize_message(encode_image(rgb, 'bgr8', header), Image) == \
             numpy_to_image(rgb, 'bgr8', header)
+        # The byte order is the array's: big-endian values say so, and read back the same.
+        swapped = deserialize_message(encode_image(mask.astype('>u2'), 'mono16', header), Image)
+        assert swapped.is_bigendian == 1
+        assert np.array_equal(image_to_numpy(swapped), mask)
 
 
 def _within(view: memoryview, buf: bytes) -> bool:

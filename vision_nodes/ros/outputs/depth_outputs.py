@@ -22,11 +22,9 @@ message (rclpy then neither converts nor serialises the pixels again).
 from __future__ import annotations
 
 import array
-import sys
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image, RegionOfInterest
 
 from ...param_spec import ParamSpec
@@ -34,13 +32,11 @@ from ...pipeline import LoadedModel
 from ...tasks.depth import DepthParams, DepthResult
 from ..inputs.qos import CAMERA_INFO_IN
 from ..wire.image_cdr import encode_image
+from .detection_outputs import IMAGES
 
 #: The namespace of every depth output, and the names in it (image and camera_info siblings).
 NAMESPACE = 'depth'
 METRIC, RELATIVE, COLORED, CAMERA_INFO = 'image', 'relative', 'colored', 'camera_info'
-#: Depth images are frame-sized: keep only the newest one queued.
-IMAGES = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
-                    reliability=ReliabilityPolicy.RELIABLE)
 
 
 #: Republish camera_info with each depth image: a ROS output switch, declared by these
@@ -133,12 +129,6 @@ class DepthOutputs:
 #: Encodings of the published images.
 DEPTH_ENCODING = '32FC1'
 COLORED_ENCODING = 'rgb8'
-_BIG_ENDIAN = int(sys.byteorder == 'big')
-
-
-def image_cdr(pixels: np.ndarray, encoding: str, header) -> bytes:
-    """Serialise a ``sensor_msgs/Image`` of a C-contiguous (H, W[, C]) array, pixels in order."""
-    return encode_image(pixels, encoding, header, _BIG_ENDIAN)
 
 
 def depth_pixels(result: DepthResult) -> np.ndarray:
@@ -159,12 +149,12 @@ def colored_pixels(rgb: np.ndarray) -> np.ndarray:
 
 def depth_to_cdr(result: DepthResult, header) -> bytes:
     """Serialise the ``32FC1`` Image of a depth map, with the input image's ``header``."""
-    return image_cdr(depth_pixels(result), DEPTH_ENCODING, header)
+    return encode_image(depth_pixels(result), DEPTH_ENCODING, header)
 
 
 def colored_to_cdr(rgb: np.ndarray, header) -> bytes:
     """Serialise the ``rgb8`` Image of a colourised depth map (:func:`tasks.depth.colorize`)."""
-    return image_cdr(colored_pixels(rgb), COLORED_ENCODING, header)
+    return encode_image(colored_pixels(rgb), COLORED_ENCODING, header)
 
 
 def described_shape(info: CameraInfo) -> tuple[int, int]:

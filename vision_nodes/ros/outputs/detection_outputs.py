@@ -42,7 +42,7 @@ from .label_info import label_info_msg
 LATCHED = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                      reliability=ReliabilityPolicy.RELIABLE,
                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
-#: Annotated images are frame-sized: keep only the newest one queued.
+#: Frame-sized images (annotated, masks, depth): keep only the newest one queued.
 IMAGES = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST,
                     reliability=ReliabilityPolicy.RELIABLE)
 

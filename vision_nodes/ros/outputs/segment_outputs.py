@@ -15,8 +15,8 @@ from sensor_msgs.msg import Image
 
 from ...pipeline import LoadedModel
 from ...tasks.instances import SegmentResult
-from .depth_outputs import IMAGES, image_cdr
-from .detection_outputs import DetectionOutputs
+from ..wire.image_cdr import encode_image
+from .detection_outputs import IMAGES, DetectionOutputs
 
 
 class SegmentOutputs(DetectionOutputs):
@@ -58,4 +58,4 @@ MASK_ENCODING = 'mono16'
 
 def instance_mask_to_cdr(result: SegmentResult, header) -> bytes:
     """Serialise the ``mono16`` label image of a frame's masks, with the input image's header."""
-    return image_cdr(result.label_image(), MASK_ENCODING, header)
+    return encode_image(result.label_image(), MASK_ENCODING, header)
