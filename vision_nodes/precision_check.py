@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -124,30 +125,6 @@ def cache_fields(model: Any, images: ValidationSet) -> dict[str, Any]:
     }
 
 
-class _Background:
-    """A call run on a thread of its own; :meth:`result` waits for it and returns or raises."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self._call = call
-        self._out: list[Any] = []
-        self._error: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, name='precision-check', daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._out.append(self._call())
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
-            self._error.append(exc)
-
-    def result(self) -> Any:
-        """Wait for the call; return what it returned or raise what it raised."""
-        self._thread.join()
-        if self._error:
-            raise self._error[0]
-        return self._out[0]
-
-
 def _measure(model: Any, make_fp32: Callable[[], Any], images: ValidationSet,
              cache: ArtifactCache) -> tuple[Agreement, bool, Any]:
     """Return (agreement, cache hit, the fp32 model if one was loaded for it)."""
@@ -157,11 +134,12 @@ def _measure(model: Any, make_fp32: Callable[[], Any], images: ValidationSet,
         decoded = [calibration_image(path) for path in images.images]
         # The fp32 twin compiles on another thread while the reduced model runs the set
         # (compiling is mostly one thread; the two overlap on a CPU of two cores and more).
-        loading = _Background(make_fp32)
-        try:
-            reduced = _results(model, decoded)
-        finally:
-            fp32.append(loading.result())
+        with ThreadPoolExecutor(1, thread_name_prefix='precision-check') as pool:
+            loading = pool.submit(make_fp32)
+            try:
+                reduced = _results(model, decoded)
+            finally:
+                fp32.append(loading.result())
         measured = agreement(model.manifest.task, _results(fp32[0], decoded), reduced)
         (folder / AGREEMENT_FILE).write_text(json.dumps(asdict(measured), indent=2))
 
