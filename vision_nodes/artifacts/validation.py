@@ -52,8 +52,8 @@ class ValidationSet:
     source: str
 
 
-def package_images() -> list[Path]:
-    """Return the default set: the first :data:`MIN_VALIDATION_IMAGES` photographs shipped."""
+def package_images(limit: int | None = MIN_VALIDATION_IMAGES) -> list[Path]:
+    """Return the default set: the first ``limit`` photographs shipped (None: every one)."""
     found = []
     for package, folder, names in DEFAULT_IMAGES:
         try:
@@ -64,7 +64,7 @@ def package_images() -> list[Path]:
             continue
         base = Path(next(iter(spec.submodule_search_locations))) / folder
         found.extend(base / name for name in names if (base / name).is_file())
-    return found[:MIN_VALIDATION_IMAGES]
+    return found[:limit]
 
 
 def _hashed(images: list[Path], source: str) -> ValidationSet:

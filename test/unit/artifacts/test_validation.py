@@ -16,15 +16,7 @@ from vision_nodes.artifacts.validation import (DEFAULT_IMAGES, DEFAULT_SOURCE,
 @pytest.fixture(scope='module')
 def photographs():
     """Every photograph of DEFAULT_IMAGES installed here (the default set is the first 10)."""
-    import importlib.util
-    from pathlib import Path
-
-    images = []
-    for package, folder, names in DEFAULT_IMAGES:
-        spec = importlib.util.find_spec(package)
-        if spec is not None and spec.submodule_search_locations:
-            base = Path(next(iter(spec.submodule_search_locations))) / folder
-            images += [base / name for name in names if (base / name).is_file()]
+    images = package_images(limit=None)
     if len(images) <= MIN_VALIDATION_IMAGES:
         pytest.skip(f'{len(images)} default photographs here: scikit-image is not installed '
                     '(requirements/validation.txt)')
