@@ -4,11 +4,12 @@ A robot with only ONNX Runtime or OpenVINO (``requirements/runtime.txt`` and
 ``requirements/openvino.txt``: no torch, torchvision, Ultralytics, transformers, onnx or
 onnxslim) runs a model exported beforehand on a machine that has them. Here the export is made
 in the test process, where torch is there; the node then runs in a process where those packages
-are not installed as far as Python can tell: a ``sitecustomize`` put first on its
-``PYTHONPATH`` wraps every finder of ``sys.meta_path``, so each of them finds nothing for those
-names (``import torch`` raises ModuleNotFoundError, ``importlib.util.find_spec('torch')`` is
-None, as on a machine without them). At exit the node's process writes which of them it asked
-for and which are in ``sys.modules``; none may be loaded.
+are not installed as far as Python can tell: ``test/absent_packages/sitecustomize.py``, first
+on its ``PYTHONPATH``, wraps every finder of ``sys.meta_path``, so each of them finds nothing
+for those names (``import torch`` raises ModuleNotFoundError,
+``importlib.util.find_spec('torch')`` is None, as on a machine without them). At exit the
+node's process writes which of them it asked for and which are in ``sys.modules``; none may
+be loaded.
 
 The node configures the exported model with backend ``onnx`` and ``openvino`` (which converts
 the ONNX to an IR itself), publishes the detections the same model gives in the normal process
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import array
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -33,6 +33,7 @@ pytest.importorskip('vision_msgs.msg', reason='vision_msgs is not built (scripts
 from sensor_msgs.msg import Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
+from absent_packages import absent_env  # noqa: E402
 from node_harness import Harness, manifest_copy  # noqa: E402
 from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
@@ -44,53 +45,6 @@ ABSENT = ('torch', 'torchvision', 'ultralytics', 'transformers', 'onnx', 'onnxsl
 RUNTIMES = {'onnx': 'onnxruntime', 'openvino': 'openvino'}
 #: The node's precision_in_use → the precision parameter that gives it.
 REQUESTED = {'fp32': 'fp32', 'bf16': 'fp16', 'fp16': 'fp16'}
-
-#: Put first on the node's PYTHONPATH: the packages of ABSENT are not there for its process.
-SITECUSTOMIZE = '''
-"""The packages named in $VISION_NODES_TEST_ABSENT are not installed, as far as Python sees."""
-import atexit
-import importlib.util
-import array
-import json
-import os
-import sys
-
-_ABSENT = frozenset(os.environ['VISION_NODES_TEST_ABSENT'].split(','))
-_ASKED = set()
-
-
-class _Without:
-    """A finder of sys.meta_path that finds nothing of the absent packages."""
-
-    def __init__(self, finder):
-        self._finder = finder
-
-    def find_spec(self, name, path=None, target=None):
-        if name.partition('.')[0] in _ABSENT:
-            _ASKED.add(name)
-            return None
-        find = getattr(self._finder, 'find_spec', None)
-        return None if find is None else find(name, path, target)
-
-    def __getattr__(self, attr):
-        return getattr(self._finder, attr)
-
-
-def _report():
-    loaded = sorted(n for n, m in sys.modules.items()
-                    if m is not None and n.partition('.')[0] in _ABSENT)
-    asked = sorted(_ASKED)
-    found = sorted(n for n in _ABSENT if importlib.util.find_spec(n) is not None)
-    path = os.path.join(os.environ['VISION_NODES_TEST_REPORT'], f'{os.getpid()}.json')
-    with open(path, 'w') as out:
-        json.dump({'loaded': loaded, 'asked': asked, 'found': found,
-                   'main': sys.modules['__main__'].__spec__.name
-                   if getattr(sys.modules['__main__'], '__spec__', None) else ''}, out)
-
-
-sys.meta_path[:] = [_Without(finder) for finder in sys.meta_path]
-atexit.register(_report)
-'''
 
 
 @pytest.fixture(scope='module')
@@ -114,17 +68,12 @@ def robot(model_dir, engine_cache_dir, tmp_path_factory) -> dict[str, Path]:
     shutil.copyfile(exported, folder / 'yolov8n.onnx')
     manifest = manifest_copy(folder, 'yolov8n_exported', weights='yolov8n.onnx',
                              architecture='onnx', backends=list(RUNTIMES))
-    shim = folder / 'without_torch'
-    shim.mkdir()
-    (shim / 'sitecustomize.py').write_text(SITECUSTOMIZE)
-    return {'folder': folder, 'manifest': Path(manifest), 'shim': shim}
+    return {'folder': folder, 'manifest': Path(manifest)}
 
 
-def _env(robot: dict[str, Path], report: Path) -> dict[str, str]:
+def _env(report: Path) -> dict[str, str]:
     """Return the node's environment: the sitecustomize first, where to write at exit."""
-    path = [str(robot['shim']), *filter(None, [os.environ.get('PYTHONPATH')])]
-    return {'PYTHONPATH': os.pathsep.join(path), 'VISION_NODES_TEST_ABSENT': ','.join(ABSENT),
-            'VISION_NODES_TEST_REPORT': str(report)}
+    return {**absent_env(ABSENT), 'VISION_NODES_TEST_REPORT': str(report)}
 
 
 def _boxes(msg: Detection2DArray) -> np.ndarray:
@@ -198,7 +147,7 @@ def test_an_exported_model_detects_and_tracks_without_torch_or_ultralytics(
     report.mkdir()
     h = Harness({'model': str(robot['manifest']), 'model_dir': str(robot['folder']),
                  'engine_cache_dir': str(tmp_path / 'robot_cache'), 'backend': backend},
-                f'vn_runtime_only_{backend}', env=_env(robot, report))
+                f'vn_runtime_only_{backend}', env=_env(report))
     try:
         c = h.client
         assert c.change_state('configure', timeout=600), h.node.output()[-3000:]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import yaml
 
+from absent_packages import absent_env
 from tracking_sequences import pan, synthetic
 from vision_nodes.bytetrack import DEFAULTS, ByteTrack
 
@@ -108,18 +110,11 @@ def test_ids_match_ultralytics_on_a_detector_over_a_panning_camera(panned, chang
     assert len(seen) >= 4  # people and the bus, tracked
 
 
-#: Run with torch and ultralytics unimportable (a finder that refuses them): the tracker
-#: path as a runtime-only install has it.
+#: Run where torch and ultralytics are not installed as far as Python sees
+#: (test/absent_packages): the tracker path as a runtime-only install has it.
 _WITHOUT_TORCH = r'''
 import json, sys
 
-class Refuse:
-    def find_spec(self, name, path=None, target=None):
-        if name.partition('.')[0] in ('torch', 'ultralytics'):
-            raise ImportError(f'{name} is not installed here')
-        return None
-
-sys.meta_path.insert(0, Refuse())
 sys.path.insert(0, sys.argv[1])
 from tracking_sequences import synthetic
 from vision_nodes.tracking import Tracking, TrackerConfigError
@@ -150,7 +145,7 @@ def without_torch() -> dict:
     """Return what the tracker path did in a process where torch and ultralytics cannot import."""
     done = subprocess.run([sys.executable, '-c', _WITHOUT_TORCH, str(TEST),
                            str(SEED_WITHOUT_TORCH)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env={**os.environ, **absent_env(('torch', 'ultralytics'))})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.splitlines()[-1])
 
