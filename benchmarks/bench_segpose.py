@@ -38,8 +38,8 @@ from pathlib import Path
 import cv2
 
 from bench_configs import cannot_run, runnable, with_ultralytics_opencv
-from bench_detect import bench_environment, paired_ratio, verdict
-from bench_report import machine_facts, write_json
+from bench_detect import _node_stages, bench_environment, paired_ratio, verdict
+from bench_report import breakdown_lines, machine_facts, with_outside, write_json
 
 #: task → (manifest, the topic published last for a frame, its message type's module, name).
 #: ``detect`` (not run by default) is the baseline: the same measurement for detection.
@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import importlib
 
+    from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
 
@@ -138,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f'the {task} node did not answer frame {seq}')
         return (got[0].received_ns - start) / 1e9
 
+    diagnostics = clients[tasks[0]].subscribe(DiagnosticArray, '/diagnostics', 100)
     labels = {}
     for task in tasks:
         labels[f'{task}: node path'] = task
@@ -159,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 if round_index and frame:
                     by_round[label][round_index - 1].append(elapsed)
 
+    # The nodes' own stage medians (their diagnostics values), read after the rounds.
+    stages = _node_stages(diagnostics, {task: f'/bench_{task}/bench_{task}' for task in tasks})
     chosen = {}
     for task in tasks:
         clients[task].change_state('deactivate')
@@ -177,6 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     for task, lines in chosen.items():
         for line in lines:
             print(f'  {task}: {line}')
+    report = {task: {'node_ms': medians[f'{task}: node path'],
+                     'stages_ms': (with_outside(stages[task], medians[f'{task}: node path'])
+                                   if stages.get(task) else None)} for task in tasks}
+    print("\nthe node path by stage (ms, medians; the node's own timers; outside: the "
+          "sender's publish() and the answer back):")
+    for line in breakdown_lines(report):
+        print('  ' + line)
     print(f'\nratios (paired by round: median of {args.rounds} rounds [95 % interval]):')
     ratios = {}
     for task in tasks:
@@ -189,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         configs = {task: {'node_ms': medians[f'{task}: node path'],
                           'ultralytics_pt_ms': medians[f'{task}: ultralytics .pt predict'],
+                          'stages_ms': report[task]['stages_ms'],
                           'backend': args.backend, 'precision': args.precision,
                           'ran': chosen.get(task, [])} for task in tasks}
         write_json(args.json, machine_facts(), configs, None, ratios, skipped)
