@@ -110,7 +110,10 @@ def bench_environment(dds_profile: str) -> None:
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
     os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
     os.environ.setdefault('YOLO_OFFLINE', '1')
-    os.environ.setdefault('YOLO_CONFIG_DIR', tempfile.mkdtemp(prefix='bench_yolo_'))
+    if not os.environ.get('YOLO_CONFIG_DIR'):  # a settings folder of its own, gone at exit
+        folder = tempfile.mkdtemp(prefix='bench_yolo_')
+        atexit.register(shutil.rmtree, folder, True)
+        os.environ['YOLO_CONFIG_DIR'] = folder
     from vision_nodes.manifest import use_default_model_dir
 
     use_default_model_dir()
