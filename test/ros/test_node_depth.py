@@ -10,7 +10,6 @@ depth's stamp beside it (``depth/camera_info``), and a detection + depth node.
 from __future__ import annotations
 
 import array
-from pathlib import Path
 import time
 
 import numpy as np
@@ -28,20 +27,16 @@ from node_harness import Harness  # noqa: E402
 from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: E402
 
 
-def _manifest(folder: Path, path: Path, kind: str) -> str:
-    return tiny_manifest(folder, path, f'da_{kind}', kind)
-
-
 @pytest.fixture(scope='module')
 def depth_manifests(tmp_path_factory):
     weights = shared_folder(tmp_path_factory)
     folder = tmp_path_factory.mktemp('depth_manifests')
     return {
-        'relative': _manifest(depth_anything_folder(weights / 'da_tiny_relative'),
-                              folder / 'da_relative.yaml', 'relative'),
-        'metric': _manifest(depth_anything_folder(weights / 'da_tiny_metric', metric=True,
-                                                  max_depth=20),
-                            folder / 'da_metric.yaml', 'metric')}
+        'relative': tiny_manifest(depth_anything_folder(weights / 'da_tiny_relative'),
+                                  folder / 'da_relative.yaml', 'da_relative', 'relative'),
+        'metric': tiny_manifest(depth_anything_folder(weights / 'da_tiny_metric', metric=True,
+                                                      max_depth=20),
+                                folder / 'da_metric.yaml', 'da_metric', 'metric')}
 
 
 def _params(cache, **extra):

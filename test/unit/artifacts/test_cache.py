@@ -18,10 +18,10 @@ from typing import Callable
 import numpy as np
 import pytest
 
+from model_manifests import model_manifest
 from vision_nodes.artifacts.cache import (ENTRY_FILE, CacheError, ArtifactCache, cache_key,
                                           file_sha256)
 from vision_nodes.artifacts.onnx_export import onnx_cache_fields
-from vision_nodes.tasks import parse_manifest
 
 REPO = Path(__file__).resolve().parents[3]
 ARTIFACT = 'model.bin'
@@ -38,11 +38,6 @@ class CountingBuild:
     def __call__(self, folder: Path) -> None:
         self.calls += 1
         (folder / ARTIFACT).write_bytes(self.payload)
-
-
-def _manifest(input_size: int = 640):
-    return parse_manifest({'name': 'm', 'task': 'detect', 'weights': 'm.pt',
-                           'input_size': input_size, 'backends': ['cpu', 'onnx']})
 
 
 def test_file_sha256_matches_hashlib(tmp_path: Path) -> None:
@@ -66,13 +61,13 @@ def test_onnx_cache_key_changes_with_every_field(tmp_path: Path) -> None:
     weights.write_bytes(b'weights v1')
     other_weights = tmp_path / 'other.pt'
     other_weights.write_bytes(b'weights v2')
-    manifest = _manifest()
+    manifest = model_manifest()
     base = onnx_cache_fields(manifest, weights, 'fp32', 17)
     assert base['weights_sha256'] == hashlib.sha256(b'weights v1').hexdigest()
     assert cache_key(base) == cache_key(onnx_cache_fields(manifest, weights, 'fp32', 17))
     variants = {
         'weights': onnx_cache_fields(manifest, other_weights, 'fp32', 17),
-        'input_size': onnx_cache_fields(_manifest(320), weights, 'fp32', 17),
+        'input_size': onnx_cache_fields(model_manifest(input_size=320), weights, 'fp32', 17),
         'precision': onnx_cache_fields(manifest, weights, 'fp16', 17),
         'opset': onnx_cache_fields(manifest, weights, 'fp32', 18),
         'exporter': {**base, 'exporter': base['exporter'] + '.1'},
@@ -339,9 +334,9 @@ def test_weights_hash_sees_in_place_edits(tmp_path: Path) -> None:
     """The cache key's weights hash follows the content, whatever size and mtime say."""
     weights = tmp_path / 'm.pt'
     weights.write_bytes(bytes(range(256)) * 4)
-    before = onnx_cache_fields(_manifest(), weights, 'fp32')['weights_sha256']
+    before = onnx_cache_fields(model_manifest(), weights, 'fp32')['weights_sha256']
     _flip_in_place(weights)
-    after = onnx_cache_fields(_manifest(), weights, 'fp32')['weights_sha256']
+    after = onnx_cache_fields(model_manifest(), weights, 'fp32')['weights_sha256']
     assert before != after == hashlib.sha256(weights.read_bytes()).hexdigest()
 
 
@@ -458,8 +453,9 @@ CHILD = textwrap.dedent('''
 
 def run_in_child(func: str, *args: str) -> dict:
     """Run ``func(*args)`` of this module in a child process with bounded memory and time."""
-    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(
-        [str(REPO)] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p])}
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join(  # the package, the shared test helpers
+        [str(REPO), str(REPO / 'test')] +
+        [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep) if p])}
     here = str(Path(__file__).resolve().parent)  # where the child imports this module from
     proc = subprocess.run([sys.executable, '-c', CHILD, here, func, *args],
                           capture_output=True, text=True, timeout=120, env=env)

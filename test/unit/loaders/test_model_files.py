@@ -20,6 +20,7 @@ import pytest
 
 from hostile_files import SPECIAL_FILES, jpeg_header, model_folder, png_header, replace_file
 from hostile_loads import run_cases
+from model_manifests import manifest_data
 from time_limit import time_limit
 from vision_nodes import files
 from vision_nodes.artifacts.calibration import (CalibrationError, calibration_image,
@@ -82,8 +83,7 @@ def test_weights_files_are_checked_before_any_runtime_reads_them(tmp_path: Path,
     line before ONNX Runtime (which opens it by name) or the checkpoint reader reads it."""
     weights = tmp_path / f'model{suffix}'
     SPECIAL_FILES[kind](weights)
-    manifest = {'name': 'hostile', 'task': 'detect', 'weights': str(weights),
-                'input_size': [64, 64], 'backends': [backend]}
+    manifest = manifest_data(name='hostile', weights=weights, input_size=64, backends=[backend])
     [result] = run_cases([{'name': kind, 'kind': 'pipeline', 'manifest': manifest,
                            'backend': backend, 'cache': str(tmp_path / 'cache')}], tmp_path,
                          warmup={'kind': 'imports', 'modules': [
@@ -99,15 +99,11 @@ def test_weights_files_are_checked_before_any_runtime_reads_them(tmp_path: Path,
 
 
 # ----------------------------------------------------------------- model folders
-def _manifest(weights: Path) -> dict:
-    return {'name': 'da', 'task': 'depth', 'weights': str(weights),
-            'architecture': 'transformers', 'input_size': [70, 98],
-            'depth': {'kind': 'relative'}, 'backends': ['cpu']}
-
-
 def _load(name: str, weights: Path) -> dict:
-    return {'name': name, 'kind': 'model', 'manifest': _manifest(weights),
-            'weights': str(weights)}
+    manifest = manifest_data(name='da', task='depth', weights=weights,
+                             architecture='transformers', input_size=[70, 98],
+                             depth={'kind': 'relative'})
+    return {'name': name, 'kind': 'model', 'manifest': manifest, 'weights': str(weights)}
 
 
 def _with_backbone(config: dict, **changes) -> dict:

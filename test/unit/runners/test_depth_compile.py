@@ -14,18 +14,15 @@ torch = pytest.importorskip('torch', reason='PyTorch is not installed')
 pytest.importorskip('transformers', reason='transformers is not installed')
 
 from depth_weights import IMAGENET, depth_anything_folder, shared_folder, yolo_depth_pt  # noqa
+from model_manifests import model_manifest  # noqa: E402
 from vision_nodes.artifacts.cache import ArtifactCache  # noqa: E402
-from vision_nodes.tasks import parse_manifest  # noqa: E402
 from vision_nodes.runners.base import RunnerConfig  # noqa: E402
 from vision_nodes.runners.torch_runner import ULTRALYTICS_COMPILE_REASON, TorchRunner  # noqa
 
-
-def _manifest(weights, architecture='transformers', size=(42, 56)):
-    return parse_manifest({
-        'name': f'compile_{architecture}', 'task': 'depth', 'weights': str(weights),
-        'architecture': architecture, 'input_size': list(size),
-        'preprocessing': {'letterbox': False, **IMAGENET},
-        'depth': {'kind': 'metric'}, 'backends': ['cpu']}, 'compile.yaml')
+#: A metric depth model's manifest fields: a tiny Depth Anything unless a test says otherwise.
+METRIC = {'name': 'compile_transformers', 'task': 'depth', 'architecture': 'transformers',
+          'input_size': [42, 56], 'preprocessing': {'letterbox': False, **IMAGENET},
+          'depth': {'kind': 'metric'}}
 
 
 def _runner(manifest, tmp_path, lines, compile_=True) -> TorchRunner:
@@ -52,7 +49,7 @@ def compile_on_cpu(monkeypatch):
 def test_compiled_matches_eager(metric_folder, tmp_path, compile_on_cpu):
     """Compiled during load (warm-up included), then the same depth as the eager module."""
     lines: list[str] = []
-    runner = _runner(_manifest(metric_folder), tmp_path, lines)
+    runner = _runner(model_manifest(METRIC, weights=metric_folder), tmp_path, lines)
     try:
         assert runner.compiled and runner.describe()['torch_compile'] is True
         assert any('compiled and warmed up' in line for line in lines), lines
@@ -77,7 +74,8 @@ def test_compile_failure_falls_back_to_eager(metric_folder, tmp_path, compile_on
     monkeypatch.setattr(inductor_config, 'fx_graph_cache', False)
     lines: list[str] = []
     # Another input size than the parity test: no kernel compiled in this process fits.
-    runner = _runner(_manifest(metric_folder, size=(28, 70)), tmp_path, lines)
+    manifest = model_manifest(METRIC, weights=metric_folder, input_size=[28, 70])
+    runner = _runner(manifest, tmp_path, lines)
     try:
         assert not runner.compiled
         warning = [line for line in lines if line.startswith('warning: torch.compile failed')]
@@ -92,11 +90,12 @@ def test_compile_failure_falls_back_to_eager(metric_folder, tmp_path, compile_on
 def test_compile_off_and_cpu_default_run_eagerly(metric_folder, tmp_path, compile_on_cpu,
                                                  monkeypatch):
     lines: list[str] = []
-    runner = _runner(_manifest(metric_folder), tmp_path, lines, compile_=False)
+    manifest = model_manifest(METRIC, weights=metric_folder)
+    runner = _runner(manifest, tmp_path, lines, compile_=False)
     assert not runner.compiled and lines == []
     runner.unload()
     monkeypatch.setattr(TorchRunner, 'compile_device_types', ('cuda',))  # the shipped default
-    runner = _runner(_manifest(metric_folder), tmp_path, lines)
+    runner = _runner(manifest, tmp_path, lines)
     assert not runner.compiled and lines == []
     runner.unload()
 
@@ -105,7 +104,9 @@ def test_ultralytics_models_are_not_compiled(tmp_path_factory, tmp_path, compile
     pytest.importorskip('ultralytics', reason='ultralytics is not installed')
     pt = yolo_depth_pt(shared_folder(tmp_path_factory) / 'yolo26n-depth-random.pt')
     lines: list[str] = []
-    runner = _runner(_manifest(pt, 'ultralytics', size=(64, 64)), tmp_path, lines)
+    manifest = model_manifest(METRIC, name='compile_ultralytics', weights=pt,
+                              architecture='ultralytics', input_size=[64, 64])
+    runner = _runner(manifest, tmp_path, lines)
     try:
         assert not runner.compiled
         assert lines == [ULTRALYTICS_COMPILE_REASON]

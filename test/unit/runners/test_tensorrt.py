@@ -34,6 +34,7 @@ import pytest
 
 from fake_tensorrt import FAKE_ONLY, make_fake_cudart, make_fake_tensorrt
 from hostile_files import png_header
+from model_manifests import model_manifest
 from vision_nodes.artifacts import tensorrt_build, tensorrt_calibrator
 from vision_nodes.artifacts.calibration import calibration_set
 from vision_nodes.artifacts.chain import ArtifactChain
@@ -46,7 +47,7 @@ from vision_nodes.platform import cuda
 from vision_nodes.runners.base import RunnerConfig, RunnerError
 from vision_nodes.runners import tensorrt_io, tensorrt_plan, tensorrt_runner
 from vision_nodes.runners.tensorrt_runner import TensorRTRunner
-from vision_nodes.tasks import create_task, parse_manifest, resolve_manifest
+from vision_nodes.tasks import create_task, resolve_manifest
 from vision_nodes.tasks.detect import DetectionParams
 
 ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime runs the fake engines')
@@ -58,6 +59,8 @@ REAL_API = json.loads(
     (Path(__file__).resolve().parents[2] / 'data' / 'tensorrt_api.json').read_text())
 #: The fake's versions, and the real versions each must match (10.3: JetPack 6).
 FAKE_VERSIONS = {'10.13.0.35': ('10.3.0', '10.16.1.11'), '11.4.0.106': ('11.4.0.106',)}
+#: The manifest fields of a detector served by TensorRT (640 x 640 unless a test says).
+TRT = {'name': 'tiny', 'backends': ['onnx', 'tensorrt']}
 
 
 def _real_tensorrt() -> bool:
@@ -77,13 +80,6 @@ def yolo_onnx(model_dir, engine_cache_dir) -> Path:
     return entry.file(ONNX_FILE)
 
 
-def _manifest(weights: Path, name: str = 'yolov8n_trt', size=(640, 640), **extra):
-    data = {'name': name, 'task': 'detect', 'weights': str(weights),
-            'input_size': list(size), 'backends': ['onnx', 'tensorrt']}
-    data.update(extra)
-    return parse_manifest(data)
-
-
 @pytest.fixture
 def log() -> list[str]:
     return []
@@ -91,7 +87,7 @@ def log() -> list[str]:
 
 @pytest.fixture
 def config(yolo_onnx, tmp_path, log) -> RunnerConfig:
-    manifest = _manifest(yolo_onnx)
+    manifest = model_manifest(TRT, name='yolov8n_trt', weights=yolo_onnx)
     cache = ArtifactCache(tmp_path / 'cache')
     return RunnerConfig(manifest=manifest, weights=yolo_onnx, backend='tensorrt', cache=cache,
                         log=log.append)
@@ -100,7 +96,7 @@ def config(yolo_onnx, tmp_path, log) -> RunnerConfig:
 @pytest.fixture
 def tiny_config(tiny_onnx, tmp_path, log) -> RunnerConfig:
     """The small dynamic model at 640 x 640: fast where the network itself does not matter."""
-    manifest = _manifest(tiny_onnx, 'tiny', (640, 640))
+    manifest = model_manifest(TRT, weights=tiny_onnx)
     cache = ArtifactCache(tmp_path / 'cache')
     return RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt', cache=cache,
                         log=log.append)
@@ -246,7 +242,7 @@ def test_pipeline_detects_through_the_engine(fake_trt, model_dir, bus_bgr, engin
 
 def test_noncontiguous_input_is_copied_contiguously(fake_trt, tiny_onnx, tmp_path):
     """A strided view reaches the GPU as its values, not as the raw memory behind it."""
-    manifest = _manifest(tiny_onnx, 'tiny', (64, 128))
+    manifest = model_manifest(TRT, weights=tiny_onnx, input_size=[64, 128])
     runner = create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
                                         backend='tensorrt', cache=ArtifactCache(tmp_path)))
     try:
@@ -456,8 +452,8 @@ def test_tensorrt_and_openvino_int8_calibrate_on_the_same_set(fake_trt, tiny_onn
     (images / 'huge.png').write_bytes(png_header(30000, 30000) + b'\0' * 64)
     # A fixed-shape model: both runtimes calibrate at input_size (TensorRT always does, at its
     # calibration profile's opt shape; OpenVINO does at rect shapes for rect models).
-    manifest = _manifest(tiny_onnx, 'tiny', (320, 320), rect=False,
-                         backends=['onnx', 'tensorrt', 'openvino'])
+    manifest = model_manifest(TRT, weights=tiny_onnx, input_size=[320, 320], rect=False,
+                              backends=['onnx', 'tensorrt', 'openvino'])
     cache = ArtifactCache(tmp_path / 'cache')
     fed: dict[str, list[np.ndarray]] = {'tensorrt': [], 'openvino': []}
     entries = {}
@@ -499,7 +495,7 @@ def test_rect_calibration_uses_the_manifest_stride(tiny_onnx, assets):
     """Rect calibration tensors are shaped with the manifest's stride, as frames are."""
     bus = assets / 'bus.jpg'  # 1080 high, 810 wide: fits 640 x 640 as 640 x 480
     for stride, width in ((32, 480), (64, 512)):
-        manifest = _manifest(tiny_onnx, 'tiny', (640, 640), stride=stride)
+        manifest = model_manifest(TRT, weights=tiny_onnx, stride=stride)
         tensor = calibration_preprocessor(manifest).tensor(bus, rect=True)
         assert tensor.shape == (1, 3, 640, width)
 
@@ -550,10 +546,11 @@ def test_unparsable_onnx_is_a_clear_error(fake_trt, fake_gpu, tmp_path):
     broken = tmp_path / 'broken.onnx'
     broken.write_bytes(b'not an onnx model')
     cache = ArtifactCache(tmp_path / 'cache')
+    manifest = model_manifest(TRT, name='yolov8n_trt', weights=broken)
     with pytest.raises(RunnerError, match="'tensorrt': TensorRT cannot parse the ONNX model: "
                                           'ModelImporter'):
-        create_runner(RunnerConfig(manifest=_manifest(broken), weights=broken,
-                                   backend='tensorrt', cache=cache))
+        create_runner(RunnerConfig(manifest=manifest, weights=broken, backend='tensorrt',
+                                   cache=cache))
     assert not [p for p in cache.root.glob('*tensorrt*') if p.is_dir()]
     assert fake_gpu.state.memory == {} and not fake_gpu.state.streams
 
@@ -562,7 +559,7 @@ def test_unparsable_onnx_is_a_clear_error(fake_trt, fake_gpu, tmp_path):
 
 def test_rect_profile_and_prepare_shape(fake_trt, tiny_onnx, tmp_path):
     """A dynamic ONNX gets a min/opt/max profile; prepare_shape sets the context's shape."""
-    manifest = _manifest(tiny_onnx, 'tiny', (128, 128))
+    manifest = model_manifest(TRT, weights=tiny_onnx, input_size=[128, 128])
     runner = create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
                                         backend='tensorrt', cache=ArtifactCache(tmp_path)))
     try:
@@ -587,7 +584,7 @@ def test_rect_profile_and_prepare_shape(fake_trt, tiny_onnx, tmp_path):
 
 def test_fixed_shape_engine_when_rect_is_off(fake_trt, tiny_onnx, tmp_path):
     """rect: false builds min = opt = max and refuses other shapes clearly."""
-    manifest = _manifest(tiny_onnx, 'tiny', (128, 128), rect=False)
+    manifest = model_manifest(TRT, weights=tiny_onnx, input_size=[128, 128], rect=False)
     runner = create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
                                         backend='tensorrt', cache=ArtifactCache(tmp_path)))
     try:
@@ -677,7 +674,7 @@ def test_one_logger_for_every_runner(fake_trt, tiny_onnx, tmp_path):
     cache = ArtifactCache(tmp_path / 'cache')
 
     def load(name, size):  # each size its own engine: both runners build
-        manifest = _manifest(tiny_onnx, name, size)
+        manifest = model_manifest(TRT, name=name, weights=tiny_onnx, input_size=list(size))
         return create_runner(RunnerConfig(manifest=manifest, weights=tiny_onnx,
                                           backend='tensorrt', cache=cache,
                                           log=logs[name].append))
@@ -709,8 +706,9 @@ def test_external_weights_are_found_beside_the_model(fake_trt, tiny_onnx, tmp_pa
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     weights = model_dir / 'tiny.onnx'
-    config = RunnerConfig(manifest=_manifest(weights, 'tiny', (64, 64)), weights=weights,
-                          backend='tensorrt', cache=ArtifactCache(tmp_path / 'cache'))
+    config = RunnerConfig(manifest=model_manifest(TRT, weights=weights, input_size=[64, 64]),
+                          weights=weights, backend='tensorrt',
+                          cache=ArtifactCache(tmp_path / 'cache'))
     runner = create_runner(config)
     try:
         assert _calls(fake_trt, 'parse')[0]['path'] == str(weights)
@@ -773,7 +771,8 @@ def test_timing_cache_is_kept_per_gpu_and_version(fake_trt, fake_gpu, tiny_confi
     path = folder / files[0]
     path.write_bytes(b'garbage')
     fake_gpu.state.gpus[0] = dict(GPU_A)
-    other = _manifest(tiny_config.weights, 'tiny2', (608, 608))  # a build, not a hit
+    other = model_manifest(TRT, name='tiny2', weights=tiny_config.weights,
+                           input_size=[608, 608])  # a build, not a hit
     create_runner(replace(tiny_config, manifest=other)).unload()
     assert any('does not fit this GPU or TensorRT version: starting empty' in line
                for line in log)
@@ -958,7 +957,8 @@ def test_batch_profile_runs_several_frames(fake_trt, model_dir, tmp_path):
     cache = ArtifactCache(tmp_path / 'cache')
     batched = replace(base, max_batch=3)
     onnx_path = ensure_onnx(batched, base.weights_path(str(model_dir)), cache).file(ONNX_FILE)
-    manifest = replace(_manifest(onnx_path), max_batch=3)
+    manifest = replace(model_manifest(TRT, name='yolov8n_trt', weights=onnx_path),
+                       max_batch=3)
     runner = create_runner(RunnerConfig(manifest=manifest, weights=onnx_path,
                                         backend='tensorrt', cache=cache))
     try:
@@ -990,7 +990,8 @@ def test_int8_calibrates_one_image_a_batch_in_a_batch_profile(fake_trt, model_di
     images = tmp_path / 'calibration'
     images.mkdir()
     shutil.copy(assets / 'bus.jpg', images / 'bus.jpg')
-    manifest = replace(_manifest(onnx_path), max_batch=2)
+    manifest = replace(model_manifest(TRT, name='yolov8n_trt', weights=onnx_path),
+                       max_batch=2)
     runner = create_runner(RunnerConfig(
         manifest=manifest, weights=onnx_path, backend='tensorrt', cache=cache,
         precision='int8', calibration_dir=str(images)))

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import yaml
 
+from model_manifests import model_manifest
 from vision_nodes.manifest import ManifestError
-from vision_nodes.tasks import create_task, default_values, load_manifest, parse_manifest, \
-    task_class
+from vision_nodes.tasks import create_task, default_values, load_manifest, task_class
 from vision_nodes.tasks.depth import (
     AUTO_PERCENTILES,
     COLORMAPS,
@@ -34,20 +34,14 @@ from vision_nodes.tasks.depth import (
 
 ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / 'config' / 'models'
-
-
-def _manifest(**changes: Any):
-    data: dict[str, Any] = {
-        'name': 'd', 'task': 'depth', 'weights': 'w.pt', 'architecture': 'ultralytics',
-        'input_size': [64, 96], 'backends': ['cpu', 'onnx'],
-        'preprocessing': {'letterbox': False}, 'depth': {'kind': 'metric'},
-    }
-    data.update(changes)
-    return parse_manifest(data, 'test.yaml')
+#: The depth manifest the tests change (parsed as test.yaml).
+DEPTH = {'name': 'd', 'task': 'depth', 'weights': 'w.pt', 'architecture': 'ultralytics',
+         'input_size': [64, 96], 'backends': ['cpu', 'onnx'],
+         'preprocessing': {'letterbox': False}, 'depth': {'kind': 'metric'}}
 
 
 def _task(**changes: Any) -> DepthTask:
-    return DepthTask(_manifest(**changes))
+    return DepthTask(model_manifest(DEPTH, **changes))
 
 
 def _run(task: DepthTask, source_hw: tuple[int, int], output: np.ndarray,
@@ -124,7 +118,7 @@ def test_detect_manifests_have_no_depth_block():
 ])
 def test_bad_depth_manifests_name_the_field(changes, field, text):
     with pytest.raises(ManifestError) as info:
-        _manifest(**changes)
+        model_manifest(DEPTH, **changes)
     assert field in str(info.value) and text in str(info.value)
     assert str(info.value).startswith('test.yaml:')
 
@@ -152,8 +146,7 @@ def test_registry_serves_depth():
 
 
 def test_task_needs_a_depth_block():
-    manifest = parse_manifest({'name': 'x', 'task': 'detect', 'weights': 'x.pt',
-                               'input_size': 64, 'backends': ['cpu']}, 'x.yaml')
+    manifest = model_manifest(task='detect')
     with pytest.raises(ValueError, match='needs a `depth` block'):
         DepthTask(manifest)
 

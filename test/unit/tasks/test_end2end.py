@@ -19,10 +19,10 @@ pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 
 import cv2  # noqa: E402
 
+from model_manifests import model_manifest  # noqa: E402
 from ultralytics_reference import (mask_iou, match_reference, predict, result_masks,  # noqa: E402,E501
                                    source_masks)
 from vision_nodes.manifest import ManifestError  # noqa: E402
-from vision_nodes.tasks import parse_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks import decode_buffers  # noqa: E402
 from vision_nodes.tasks import detect as detect_module  # noqa: E402
@@ -40,13 +40,10 @@ BACKENDS = ['cpu', 'onnx', 'openvino']
 THRESHOLDS = {'bus.jpg': 0.23, 'zidane.jpg': 0.0537}
 #: The rows of a one-to-one head: x1, y1, x2, y2, score, class, then the task's values.
 ROWS = {'detect': (1, 300, 6), 'segment': (1, 300, 38), 'pose': (1, 300, 57)}
-
-
-def _manifest(task: str, weights) -> object:
-    return parse_manifest({
-        'name': f'yolo26n_{task}', 'task': task, 'weights': str(weights),
-        'architecture': 'ultralytics', 'input_size': [640, 640], 'labels': 'from_weights',
-        'backends': ['cpu', 'onnx', 'openvino', 'tensorrt']})
+#: The manifest fields of the seeded YOLO26n checkpoints (name, task, weights per model).
+YOLO26 = {'architecture': 'ultralytics', 'backends': ['cpu', 'onnx', 'openvino', 'tensorrt']}
+#: The manifest fields of Ultralytics' own NMS-free exports (static 640 x 640: no rect).
+EXPORTED = {'architecture': 'onnx', 'rect': False, 'backends': ['onnx', 'openvino']}
 
 
 @pytest.fixture(scope='module')
@@ -76,11 +73,12 @@ def references(weights, images):
 def pipelines(weights, engine_cache_dir):
     built = {}
     for task in TASKS:
+        manifest = model_manifest(YOLO26, name=f'yolo26n_{task}', task=task,
+                                  weights=weights[task])
         for backend in BACKENDS:
             if backend == 'openvino':
                 pytest.importorskip('openvino', reason='OpenVINO is not installed')
-            built[task, backend] = build_pipeline(_manifest(task, weights[task]), backend,
-                                                  cache_dir=engine_cache_dir)
+            built[task, backend] = build_pipeline(manifest, backend, cache_dir=engine_cache_dir)
     yield built
     for pipeline in built.values():
         pipeline.close()
@@ -148,8 +146,9 @@ def test_nms_is_not_run_for_end2end_rows(pipelines, images, monkeypatch, task):
 def test_a_batch_of_frames_gives_each_frame_its_own_rows(pipelines, weights, images,
                                                          engine_cache_dir):
     """Several cameras in one run (dynamic batch): each frame's rows as when run alone."""
-    batched = build_pipeline(_manifest('segment', weights['segment']), 'onnx',
-                             cache_dir=engine_cache_dir, max_batch=2)
+    manifest = model_manifest(YOLO26, name='yolo26n_segment', task='segment',
+                              weights=weights['segment'])
+    batched = build_pipeline(manifest, 'onnx', cache_dir=engine_cache_dir, max_batch=2)
     try:
         image = images['bus.jpg']
         frames = [(image, 'bgr8'), (np.ascontiguousarray(image[:, ::-1]), 'bgr8')]
@@ -180,8 +179,7 @@ def test_decode_rows_keeps_order_threshold_and_cap():
 
 def _task(cls, **extra):
     task = {DetectionTask: 'detect', SegmentationTask: 'segment', PoseTask: 'pose'}[cls]
-    return cls(parse_manifest({'name': 'm', 'task': task, 'weights': 'm.pt',
-                               'input_size': [640, 640], 'backends': ['cpu'], **extra}))
+    return cls(model_manifest(task=task, **extra))
 
 
 @pytest.mark.parametrize('cls,shapes,names,problem', [
@@ -245,8 +243,8 @@ def test_a_small_input_is_anchors_when_the_class_count_says_so():
 
 def test_yolov8n_exported_at_32_pixels_detects(model_dir, engine_cache_dir, bus_bgr):
     """The real export at input_size 32 (output 1x84x21) configures and runs on ONNX Runtime."""
-    manifest = parse_manifest({'name': 'yolov8n_32', 'task': 'detect', 'input_size': 32,
-                               'weights': str(model_dir / 'yolov8n.pt'), 'backends': ['onnx']})
+    manifest = model_manifest(name='yolov8n_32', input_size=32, weights=model_dir / 'yolov8n.pt',
+                              backends=['onnx'])
     model = build_pipeline(manifest, 'onnx', cache_dir=engine_cache_dir, precision='fp32')
     try:
         assert model.task.end2end is False
@@ -268,19 +266,13 @@ def ultralytics_onnx(weights):
     return {task: yolo(str(weights[task])).export(**options) for task in ('detect', 'segment')}
 
 
-def _onnx_manifest(task: str, path: str) -> object:
-    return parse_manifest({
-        'name': f'yolo26n_{task}_onnx', 'task': task, 'weights': path, 'architecture': 'onnx',
-        'input_size': [640, 640], 'rect': False, 'labels': 'from_weights',
-        'backends': ['onnx', 'openvino']})
-
-
 @pytest.mark.parametrize('task', ('detect', 'segment'))
 def test_an_ultralytics_nms_free_onnx_runs_like_its_predict(
         ultralytics_onnx, images, engine_cache_dir, task):
     """The user's own NMS-free export: rows recognised by shape, as Ultralytics reads it."""
     path = ultralytics_onnx[task]
-    pipeline = build_pipeline(_onnx_manifest(task, path), 'onnx', cache_dir=engine_cache_dir)
+    manifest = model_manifest(EXPORTED, name=f'yolo26n_{task}_onnx', task=task, weights=path)
+    pipeline = build_pipeline(manifest, 'onnx', cache_dir=engine_cache_dir)
     try:
         assert pipeline.task.end2end is True and len(pipeline.labels) == 80
         image = images['bus.jpg']
@@ -300,9 +292,10 @@ def test_openvino_refuses_an_ultralytics_nms_free_seg_onnx_in_one_line(
     pytest.importorskip('openvino', reason='OpenVINO is not installed')
     from vision_nodes.loaders import ModelLoadError
 
+    manifest = model_manifest(EXPORTED, name='yolo26n_segment_onnx', task='segment',
+                              weights=ultralytics_onnx['segment'])
     with pytest.raises(ModelLoadError) as info:
-        build_pipeline(_onnx_manifest('segment', ultralytics_onnx['segment']), 'openvino',
-                       cache_dir=engine_cache_dir)
+        build_pipeline(manifest, 'openvino', cache_dir=engine_cache_dir)
     text = str(info.value)
     assert 'cannot convert this ONNX model' in text and 'give the manifest the .pt' in text
     assert '\n' not in text and len(text) < 600
@@ -312,8 +305,8 @@ def test_openvino_refuses_an_ultralytics_nms_free_seg_onnx_in_one_line(
 def test_tensorrt_engine_runs_the_rows(fake_trt, pipelines, weights, images, engine_cache_dir,
                                        task):
     """An engine built from the export gives ONNX Runtime's detections, masks, keypoints."""
-    engine = build_pipeline(_manifest(task, weights[task]), 'tensorrt',
-                            cache_dir=engine_cache_dir)
+    manifest = model_manifest(YOLO26, name=f'yolo26n_{task}', task=task, weights=weights[task])
+    engine = build_pipeline(manifest, 'tensorrt', cache_dir=engine_cache_dir)
     try:
         assert engine.task.end2end is True
         image = images['bus.jpg']
