@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from model_manifests import model_manifest
 from vision_nodes import manifest as manifest_module
 from vision_nodes import backends
 from vision_nodes import pipeline as pipeline_module
@@ -128,15 +129,11 @@ def test_the_pipeline_loads_a_selection_made_before(manifest, model_dir, engine_
 
 def test_the_manifest_thresholds_are_the_detect_parameter_defaults(manifest):
     """param_defaults: thresholds.confidence 0.6 gives confidence_threshold 0.6, and so on."""
-    data = {'name': 'm', 'task': 'detect', 'weights': 'w.pt', 'input_size': 64,
-            'backends': ['onnx'], 'thresholds': {'confidence': 0.6, 'iou': 0.3,
-                                                 'max_detections': 7}}
-    tuned = parse_manifest(data)
+    tuned = model_manifest(thresholds={'confidence': 0.6, 'iou': 0.3, 'max_detections': 7})
     assert param_defaults(tuned) == {**default_values(task_class('detect')),
                                      'confidence_threshold': 0.6, 'iou_threshold': 0.3,
                                      'max_detections': 7}
-    plain = parse_manifest({k: v for k, v in data.items() if k != 'thresholds'})
-    assert param_defaults(plain) == default_values(task_class('detect'))
+    assert param_defaults(model_manifest()) == default_values(task_class('detect'))
 
 
 def test_every_task_gives_a_default_for_each_of_its_parameters(manifest):
@@ -198,9 +195,8 @@ def test_param_specs_default_to_the_manifest():
     """param_specs: the task's specs with the manifest's defaults, still validated."""
     from vision_nodes.tasks import param_specs
 
-    data = {'name': 'm', 'task': 'detect', 'weights': 'w.pt', 'input_size': 64,
-            'backends': ['onnx'], 'thresholds': {'confidence': 0.6}}
-    specs = {spec.name: spec for spec in param_specs(parse_manifest(data))}
+    specs = {spec.name: spec
+             for spec in param_specs(model_manifest(thresholds={'confidence': 0.6}))}
     assert specs['confidence_threshold'].default == 0.6
     assert specs['confidence_threshold'].float_range == (0.0, 1.0)
     assert specs['iou_threshold'].default == 0.45 and specs['max_detections'].default == 300

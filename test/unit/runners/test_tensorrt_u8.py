@@ -26,6 +26,7 @@ ort = pytest.importorskip('onnxruntime', reason='ONNX Runtime runs the fake engi
 
 from detection_match import assert_same_detections  # noqa: E402
 from fake_tensorrt import make_fake_cudart, make_fake_tensorrt  # noqa: E402
+from model_manifests import model_manifest  # noqa: E402
 from tiny_onnx import tiny_detector  # noqa: E402
 from ultralytics_reference import match_reference, predict  # noqa: E402
 from vision_nodes.artifacts.cache import ArtifactCache  # noqa: E402
@@ -33,7 +34,7 @@ from vision_nodes.artifacts.onnx_u8_input import U8_ONNX_FILE  # noqa: E402
 from vision_nodes.artifacts.types import embedded_preprocessing  # noqa: E402
 from vision_nodes.pipeline import LoadedModel, build_pipeline, create_runner  # noqa: E402
 from vision_nodes.runners.base import RunnerConfig, RunnerError  # noqa: E402
-from vision_nodes.tasks import create_task, parse_manifest, resolve_manifest  # noqa: E402
+from vision_nodes.tasks import create_task, resolve_manifest  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 
 IMAGES = ('bus.jpg', 'zidane.jpg')
@@ -247,11 +248,8 @@ def test_an_fp16_engine_is_measured_against_the_fp32_engine(monkeypatch, fake_gp
         again.close()
 
 
-def _tiny_manifest(weights: Path, name: str = 'tiny', **extra):
-    data = {'name': name, 'task': 'detect', 'weights': str(weights), 'input_size': [640, 640],
-            'backends': ['onnx', 'tensorrt']}
-    data.update(extra)
-    return parse_manifest(data)
+#: The manifest fields of the tiny detector (test/tiny_onnx.py) served by TensorRT.
+TINY = {'name': 'tiny', 'backends': ['onnx', 'tensorrt']}
 
 
 def test_int8_calibrates_on_the_u8_images_the_engine_takes(fake_trt, tiny_onnx, assets,
@@ -262,7 +260,7 @@ def test_int8_calibrates_on_the_u8_images_the_engine_takes(fake_trt, tiny_onnx, 
     images.mkdir()
     for name in IMAGES:
         shutil.copy(assets / name, images / name)
-    manifest = _tiny_manifest(tiny_onnx)
+    manifest = model_manifest(TINY, weights=tiny_onnx)
     config = RunnerConfig(manifest=manifest, weights=tiny_onnx, backend='tensorrt',
                           cache=ArtifactCache(tmp_path / 'cache'), precision='int8',
                           calibration_dir=str(images))
@@ -292,7 +290,7 @@ def test_a_model_that_cannot_take_the_u8_image_runs_on_the_float_tensor(
     onnx.save(onnx.load(str(tiny_onnx)), str(folder / 'tiny.onnx'), save_as_external_data=True,
               all_tensors_to_one_file=True, location='tiny.weights', size_threshold=0)
     log: list[str] = []
-    model = build_pipeline(_tiny_manifest(folder / 'tiny.onnx'), 'tensorrt',
+    model = build_pipeline(model_manifest(TINY, weights=folder / 'tiny.onnx'), 'tensorrt',
                            cache_dir=tmp_path / 'cache', log=log.append)
     try:
         assert "'tiny' takes the host's float tensor, not the u8 image: it keeps its weights " \
@@ -307,9 +305,9 @@ def test_a_model_that_cannot_take_the_u8_image_runs_on_the_float_tensor(
         model.close()
     gray = tiny_detector(tmp_path / 'gray.onnx', channels=1)
     log.clear()
+    manifest = model_manifest(TINY, name='gray', weights=gray)
     with pytest.raises(RunnerError, match='TensorRT failed to build the engine'):
-        build_pipeline(_tiny_manifest(gray, 'gray'), 'tensorrt', cache_dir=tmp_path / 'cache',
-                       log=log.append)
+        build_pipeline(manifest, 'tensorrt', cache_dir=tmp_path / 'cache', log=log.append)
     assert "'gray' takes the host's float tensor, not the u8 image: its input has 1 " \
         'channels' in log
     assert _calls(fake_trt, 'parse')[-1]['sha256'] == hashlib.sha256(

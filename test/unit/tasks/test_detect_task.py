@@ -10,11 +10,11 @@ import torchvision
 from vision_nodes.images import ImageConversionError
 from vision_nodes.ros.inputs.conversion import image_to_numpy, numpy_to_image
 from vision_nodes.manifest import Preprocessing
-from vision_nodes.tasks import parse_manifest
 from vision_nodes.tasks.detect import DetectionParams, DetectionTask, decode
 from vision_nodes.tasks.nms import nms
 from vision_nodes.tasks.preprocess import LetterboxMeta, channel_map, prepare, prepare_u8
 
+from model_manifests import model_manifest
 from reference_images import letterbox, to_tensor
 
 RED_BGR = (0, 0, 255)
@@ -209,8 +209,7 @@ def test_u8_input_is_the_letterboxed_bgr_image_the_float_path_converts(
     assert image.dtype == np.uint8 and image.shape == (1,) + size + (3,) and meta == want_meta
     np.testing.assert_array_equal(to_tensor(image[0], channel_map('bgr8', prep.color_order),
                                             prep), want)
-    task = DetectionTask(parse_manifest({'name': 'm', 'task': 'detect', 'weights': 'm.pt',
-                                         'input_size': 64, 'backends': ['cpu']}))
+    task = DetectionTask(model_manifest(input_size=64))
     frame = np.zeros((48, 64, 3), np.uint8)
     assert not task.u8_input and task.preprocess(frame, 'bgr8', size)[0].dtype == np.float32
     task.u8_input = True
@@ -303,9 +302,7 @@ def test_decode_matches_torchvision_batched_nms(seed: int) -> None:
 
 
 def test_postprocess_maps_to_source_pixels() -> None:
-    manifest = parse_manifest({'name': 'm', 'task': 'detect', 'weights': 'm.pt',
-                               'input_size': 64, 'backends': ['cpu']})
-    task = DetectionTask(manifest)
+    task = DetectionTask(model_manifest(input_size=64))
     tensor, meta = task.preprocess(_square_image(), 'bgr8')
     assert tensor.shape == (1, 3, 64, 64)
     out = np.zeros((1, 5, 1), np.float32)

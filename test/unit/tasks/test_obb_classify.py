@@ -23,6 +23,7 @@ pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 
 import cv2  # noqa: E402
 
+from model_manifests import model_manifest  # noqa: E402
 from ultralytics_reference import predict  # noqa: E402
 from vision_nodes.accuracy import agreement  # noqa: E402
 from vision_nodes.manifest import ManifestError  # noqa: E402
@@ -173,12 +174,9 @@ def test_rotated_iou_of_known_overlaps():
     assert rotated_iou(square, np.array([[50, 50, 0, 20, 0.0]]))[0, 0] == 0.0
 
 
-def _obb_manifest(weights, **changes):
-    data = {'name': 'obb_model', 'task': 'obb', 'weights': str(weights),
-            'architecture': 'ultralytics', 'input_size': [640, 640], 'labels': 'from_weights',
-            'backends': ['cpu', 'onnx', 'openvino', 'tensorrt']}
-    data.update(changes)
-    return parse_manifest(data)
+#: An oriented-box model's manifest fields (weights per test).
+OBB = {'name': 'obb_model', 'task': 'obb', 'architecture': 'ultralytics',
+       'backends': ['cpu', 'onnx', 'openvino', 'tensorrt']}
 
 
 def test_obb_end2end_rows_match_ultralytics(tmp_path_factory, engine_cache_dir, images):
@@ -191,8 +189,9 @@ def test_obb_end2end_rows_match_ultralytics(tmp_path_factory, engine_cache_dir, 
     ref = predict(weights, image, conf=0.23, nms=False)
     everything = predict(weights, image, conf=0.0, nms=False).obb.conf.numpy()
     assert np.abs(everything - 0.23).min() > 1e-3 and len(ref.obb) >= 4  # a gap at 0.23
+    manifest = model_manifest(OBB, weights=weights)
     for backend in BACKENDS:
-        pipeline = build_pipeline(_obb_manifest(weights), backend, cache_dir=engine_cache_dir)
+        pipeline = build_pipeline(manifest, backend, cache_dir=engine_cache_dir)
         try:
             assert pipeline.task.end2end is True
             assert pipeline.runner.output_shapes[0] == (1, 300, 7)
@@ -204,7 +203,7 @@ def test_obb_end2end_rows_match_ultralytics(tmp_path_factory, engine_cache_dir, 
 
 
 def test_obb_outputs_are_checked_at_configure():
-    task = OrientedBoxTask(_obb_manifest('x.pt'))
+    task = OrientedBoxTask(model_manifest(OBB, weights='x.pt'))
     labels = [f'c{i}' for i in range(80)]
     task.check_model([(1, 85, 8400)], labels)
     assert task.end2end is False

@@ -14,8 +14,8 @@ import tracemalloc
 import cv2
 import numpy as np
 
+from model_manifests import model_manifest
 from vision_nodes.drawing import draw
-from vision_nodes.tasks import parse_manifest
 from vision_nodes.tasks.detect import DetectionParams
 from vision_nodes.tasks.segment import SegmentationTask
 
@@ -25,9 +25,8 @@ PARAMS = DetectionParams(0.01, 0.45, 300)
 
 
 def _task() -> SegmentationTask:
-    return SegmentationTask(parse_manifest(
-        {'name': 'seg', 'task': 'segment', 'weights': 'yolov8n-seg.pt',
-         'input_size': [640, 640], 'backends': ['onnx']}))
+    return SegmentationTask(model_manifest(name='seg', task='segment', weights='yolov8n-seg.pt',
+                                           backends=['onnx']))
 
 
 def _outputs(shape: tuple[int, int], classes: int = 80, masks: int = 32) -> list[np.ndarray]:

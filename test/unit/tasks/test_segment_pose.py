@@ -18,11 +18,12 @@ pytest.importorskip('onnxruntime', reason='ONNX Runtime is not installed')
 
 import cv2  # noqa: E402
 
+from model_manifests import model_manifest  # noqa: E402
 from ultralytics_reference import (mask_iou, match_reference, predict, result_masks,  # noqa: E402,E501
                                    source_masks, whole_masks)
 from vision_nodes.boxes import pairwise_iou  # noqa: E402
 from vision_nodes.manifest import ManifestError  # noqa: E402
-from vision_nodes.tasks import parse_manifest, resolve_manifest  # noqa: E402
+from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams, Detections  # noqa: E402
 from vision_nodes.tasks.instances import COCO_KEYPOINTS, COCO_SKELETON, SegmentResult  # noqa: E402,E501
@@ -124,11 +125,8 @@ def test_label_image_higher_score_wins_and_zero_is_background():
     assert picked.mask(0)[3, 5] and picked.scores.tolist() == pytest.approx([0.9, 0.5])
 
 
-def _pose_manifest(**extra):
-    data = {'name': 'pose', 'task': 'pose', 'weights': 'yolov8n-pose.pt',
-            'input_size': [640, 640], 'backends': ['cpu', 'onnx']}
-    data.update(extra)
-    return parse_manifest(data)
+#: A pose model's manifest fields; the tests add its keypoints and skeleton blocks.
+POSE = {'name': 'pose', 'task': 'pose', 'weights': 'yolov8n-pose.pt', 'backends': ['cpu', 'onnx']}
 
 
 @pytest.mark.parametrize('blocks,problem', [
@@ -141,41 +139,36 @@ def _pose_manifest(**extra):
 ])
 def test_pose_manifest_blocks_are_checked(blocks, problem):
     with pytest.raises(ManifestError, match=None) as info:
-        _pose_manifest(**blocks)
+        model_manifest(POSE, **blocks)
     assert problem in str(info.value) and '\n' not in str(info.value)
 
 
 def test_pose_blocks_belong_to_pose_manifests():
     with pytest.raises(ManifestError, match="task is 'detect'"):
-        parse_manifest({'name': 'd', 'task': 'detect', 'weights': 'x.pt',
-                        'input_size': [640, 640], 'backends': ['cpu'], 'keypoints': ['a']})
+        model_manifest(task='detect', keypoints=['a'])
 
 
 def test_pose_keypoint_names_and_layout():
     """Default names: COCO-17 for 17; listed names settle the count; a wrong count refused."""
-    task = PoseTask(_pose_manifest())
+    task = PoseTask(model_manifest(POSE))
     task.check_model([(1, 56, 8400)], ['person'])
     assert task.names == COCO_KEYPOINTS and task.dims == 3 and task.skeleton == COCO_SKELETON
-    task = PoseTask(_pose_manifest(keypoints=['a', 'b', 'c', 'd'], skeleton=[[0, 1]]))
+    task = PoseTask(model_manifest(POSE, keypoints=['a', 'b', 'c', 'd'], skeleton=[[0, 1]]))
     task.check_model([(1, 13, 8400)], ['person'])  # 4 + 1 + 4 x 2: no confidence
     assert (task.names, task.dims, task.skeleton) == (('a', 'b', 'c', 'd'), 2, ((0, 1),))
-    other = PoseTask(_pose_manifest())
+    other = PoseTask(model_manifest(POSE))
     other.check_model([(1, 5 + 5 * 3, 8400)], [])  # anchors outnumber values (rows: end2end.py)
     assert other.names == tuple(f'kpt_{i}' for i in range(5)) and other.skeleton == ()
     with pytest.raises(ManifestError, match=r'not a pose output \(1, 4 \+ 1 \+ 4 keypoints'):
-        PoseTask(_pose_manifest(keypoints=['a', 'b', 'c', 'd'])).check_model(
+        PoseTask(model_manifest(POSE, keypoints=['a', 'b', 'c', 'd'])).check_model(
             [(1, 56, 8400)], ['person'])
     with pytest.raises(ManifestError, match="reads the output 'output0'"):
-        PoseTask(_pose_manifest()).check_model([(1, 56, 8400)], ['person'], ['kpts'])
-
-
-def _segment_manifest():
-    return parse_manifest({'name': 'seg', 'task': 'segment', 'weights': 'yolov8n-seg.pt',
-                           'input_size': [640, 640], 'backends': ['cpu', 'onnx']})
+        PoseTask(model_manifest(POSE)).check_model([(1, 56, 8400)], ['person'], ['kpts'])
 
 
 def test_segment_outputs_are_checked_by_name_then_rank():
-    task = SegmentationTask(_segment_manifest())
+    task = SegmentationTask(model_manifest(name='seg', task='segment',
+                                           weights='yolov8n-seg.pt', backends=['cpu', 'onnx']))
     labels = [f'c{i}' for i in range(80)]
     task.check_model([(1, 32, 160, 160), (1, 116, 8400)], labels)  # by rank: swapped
     assert task._positions == (1, 0)
