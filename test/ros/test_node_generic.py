@@ -9,6 +9,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -215,21 +216,38 @@ def test_services_answer_while_frames_are_processed(
         image = c.publisher(Image, '/image', 10)
         assert h.send(bus_msg, answers, image) is not None
         idle = [_timed(lambda: c.get_parameters('confidence_threshold')) for _ in range(20)]
-        camera = start_camera(assets / 'bus.jpg', 6.0)
-        time.sleep(1.0)
+        camera = start_camera(assets / 'bus.jpg', 300.0)  # stopped below
+        assert answers.get(60.0) is not None  # the camera's frames are being answered
         answers.clear()
-        stop = threading.Event()
-        threading.Timer(4.0, stop.set).start()
+        # Services are called for at least 4 s and until the node has answered 10 more
+        # frames: it keeps processing meanwhile, however busy the machine (a bound only for
+        # a node that stopped).
+        stop = _until_answered(answers, 10, at_least=4.0, at_most=240.0)
         loaded = call_latencies(lambda: c.get_parameters('confidence_threshold'), stop)
         states = [c.get_state() for _ in range(5)]
+        camera.send_signal(signal.SIGINT)
         camera.wait(30)
         assert 'sent' in camera.stdout.read()
-        assert answers.count() >= 10  # it kept processing meanwhile
+        assert answers.count() >= 10
         assert len(loaded) >= 20 and states == ['active'] * 5
         # Loaded latency stays of the order of the idle one, far below one inference.
         assert p95(loaded) < max(10 * median(idle), 0.05), (p95(loaded), median(idle))
     finally:
         h.close()
+
+
+def _until_answered(answers: Any, count: int, at_least: float, at_most: float
+                    ) -> threading.Event:
+    """Return an event set once ``answers`` holds ``count`` and ``at_least`` s have passed."""
+    stop = threading.Event()
+    started = time.monotonic()
+
+    def watch() -> None:
+        wait_for(lambda: answers.count() >= count
+                 and time.monotonic() - started >= at_least, at_most)
+        stop.set()
+    threading.Thread(target=watch, daemon=True).start()
+    return stop
 
 
 def _timed(call) -> float:
