@@ -16,6 +16,7 @@ from std_msgs.msg import Header  # noqa: E402
 from vision_nodes.ros.outputs.depth_outputs import camera_info_for, described_shape  # noqa: E402
 from vision_nodes.tasks.depth import DepthParams, DepthResult, colorize  # noqa: E402
 
+from camera_rig import pinhole_info  # noqa: E402
 from reference_messages import colored_to_msg, depth_to_msg  # noqa: E402
 
 
@@ -99,10 +100,10 @@ def test_colored_image_is_rgb8_and_round_trips():
 
 
 def _camera_info(width=64, height=48) -> CameraInfo:
-    info = CameraInfo(width=width, height=height, distortion_model='plumb_bob')
+    """A calibrated camera (test/camera_rig.py's) with distortion, rectification, projection."""
+    info = pinhole_info(width, height, 500.0, k=[500.0, 0, 32, 0, 500.0, 24, 0, 0, 1])
     info.header = _header(5, 6, 'camera_optical')
     info.d = array.array('d', [0.1, -0.2, 0.001, 0.002, 0.0])
-    info.k = np.array([500.0, 0, 32, 0, 500.0, 24, 0, 0, 1])
     info.r = np.eye(3).ravel()
     info.p = np.array([500.0, 0, 32, 0, 0, 500.0, 24, 0, 0, 0, 1, 0])
     return info

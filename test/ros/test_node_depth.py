@@ -22,6 +22,7 @@ pytest.importorskip('transformers', reason='transformers is not installed')
 from sensor_msgs.msg import CameraInfo, Image  # noqa: E402
 from vision_msgs.msg import Detection2DArray  # noqa: E402
 
+from camera_rig import pinhole_info  # noqa: E402
 from depth_weights import depth_anything_folder, shared_folder, tiny_manifest  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.tools.client import publish_until_answered, wait_for  # noqa: E402
@@ -65,8 +66,7 @@ def test_metric_depth_on_depth_with_colour_and_camera_info(
         infos = c.subscribe(CameraInfo, '/depth/camera_info', 5)
         info_pub = c.publisher(CameraInfo, '/camera_info', 10)
         images = c.publisher(Image, '/image', 10)
-        info = CameraInfo(height=bus_msg.height, width=bus_msg.width, distortion_model='plumb_bob')
-        info.k = np.array([500.0, 0, 540, 0, 500, 405, 0, 0, 1])
+        info = pinhole_info(bus_msg.width, bus_msg.height, 500.0)
         assert wait_for(lambda: info_pub.get_subscription_count() == 1, 30.0)
         bus_msg.header.frame_id = 'camera_optical'
         bus_msg.header.stamp.sec += 1
@@ -187,9 +187,7 @@ def test_two_cameras_each_republish_their_own_camera_info(
             infos = c.subscribe(CameraInfo, f'/{n}/depth/camera_info', 5)
             info_pub = c.publisher(CameraInfo, f'/{n}/camera_info', 10)
             images = c.publisher(Image, f'/{n}/image_raw', 10)
-            info = CameraInfo(height=bus_msg.height, width=bus_msg.width,
-                              distortion_model='plumb_bob')
-            info.k = np.array([fx, 0, 540, 0, fx, 405, 0, 0, 1])
+            info = pinhole_info(bus_msg.width, bus_msg.height, fx)
             assert wait_for(lambda p=info_pub: p.get_subscription_count() == 1, 30.0)
             republished = None
             i, deadline = 0, time.monotonic() + 60.0
