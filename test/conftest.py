@@ -9,10 +9,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
-import pytest
+# Two test processes share the machine's cores (pytest-xdist: scripts/dev test), and so do the
+# nodes they start. OpenMP threads (PyTorch's) that spin while waiting for work take the
+# other process's core: test_torch_device.py run twice at once took 77 s each, 22 s with
+# passive waiting (15 s alone); test_batch.py 22 s and 12 s. Set before anything loads
+# OpenMP; children inherit it. The package itself leaves this setting to its user.
+os.environ.setdefault('OMP_WAIT_POLICY', 'PASSIVE')
 
-from vision_nodes.manifest import use_default_model_dir
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from vision_nodes.manifest import use_default_model_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # Test files live in test/unit/<room>/, test/ros/ and test/launch/; the helpers they share
