@@ -131,12 +131,13 @@ def _measure(model: Any, make_fp32: Callable[[], Any], images: ValidationSet,
     fp32: list[Any] = []
 
     def build(folder: Path) -> None:
-        decoded = [calibration_image(path) for path in images.images]
-        # The fp32 twin compiles on another thread while the reduced model runs the set
-        # (compiling is mostly one thread; the two overlap on a CPU of two cores and more).
+        # The fp32 twin loads on another thread while the images are decoded and the reduced
+        # model runs the set (its load is the longer path: it starts first; compiling is
+        # mostly one thread, so the two overlap on a CPU of two cores and more).
         with ThreadPoolExecutor(1, thread_name_prefix='precision-check') as pool:
             loading = pool.submit(make_fp32)
             try:
+                decoded = [calibration_image(path) for path in images.images]
                 reduced = _results(model, decoded)
             finally:
                 fp32.append(loading.result())
