@@ -450,8 +450,8 @@ def main(argv: list[str] | None = None) -> int:
                 if round_index and frame:
                     by_round[label][round_index - 1].append(elapsed)
 
-    node_stages = _node_stages(diagnostics, {c.spec: f'/{names[c.spec]}/{names[c.spec]}'
-                                             for c in configs_wanted})
+    measured_stages = node_stages(diagnostics, {c.spec: f'/{names[c.spec]}/{names[c.spec]}'
+                                                for c in configs_wanted})
     chosen: dict[str, list[str]] = {}
     for cfg in configs_wanted:
         clients[cfg.spec].change_state('deactivate')
@@ -533,8 +533,8 @@ def main(argv: list[str] | None = None) -> int:
         'bare_ms': med.get(f'{cfg.spec}: bare runner'),
         'pipeline_ms': med.get(f'{cfg.spec}: pipeline'),
         'node_ms': med.get(f'{cfg.spec}: node path'),
-        'stages_ms': (with_outside(node_stages[cfg.spec], med[f'{cfg.spec}: node path'])
-                      if node_stages.get(cfg.spec) else None),
+        'stages_ms': (with_outside(measured_stages[cfg.spec], med[f'{cfg.spec}: node path'])
+                      if measured_stages.get(cfg.spec) else None),
         'backend': pipelines[cfg.spec].runner.config.backend,
         'precision': pipelines[cfg.spec].runner.config.precision}
         for cfg in configs_wanted}
@@ -559,8 +559,8 @@ def _has_bf16() -> bool:
     return cpu_info().bf16
 
 
-def _node_stages(diagnostics: Any, nodes: dict[str, str], seconds: float = 2.5
-                 ) -> dict[str, dict[str, float] | None]:
+def node_stages(diagnostics: Any, nodes: dict[str, str], seconds: float = 2.5
+                ) -> dict[str, dict[str, float] | None]:
     """Each node's latest stage medians from ``/diagnostics`` (1 Hz), listening ``seconds``."""
     from bench_report import stages_from_status
 

@@ -38,7 +38,7 @@ from pathlib import Path
 import cv2
 
 from bench_configs import cannot_run, runnable, with_ultralytics_opencv
-from bench_detect import _node_stages, bench_environment, paired_ratio, verdict
+from bench_detect import bench_environment, node_stages, paired_ratio, verdict
 from bench_report import breakdown_lines, machine_facts, with_outside, write_json
 
 #: task → (manifest, the topic published last for a frame, its message type's module, name).
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                     by_round[label][round_index - 1].append(elapsed)
 
     # The nodes' own stage medians (their diagnostics values), read after the rounds.
-    stages = _node_stages(diagnostics, {task: f'/bench_{task}/bench_{task}' for task in tasks})
+    stages = node_stages(diagnostics, {task: f'/bench_{task}/bench_{task}' for task in tasks})
     chosen = {}
     for task in tasks:
         clients[task].change_state('deactivate')
