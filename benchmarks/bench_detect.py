@@ -360,17 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     last_answer: dict[str, Any] = {}
 
     def node_frame(key: str, seq: int) -> float:
-        msg.header.frame_id = f'{key}_{seq}'
-        start = time.time_ns()  # DDS reception timestamps are system-clock nanoseconds
-        pubs[key].publish(msg)
-        got = queues[key].get_stamped(
-            timeout=30.0, predicate=lambda m: m.header.frame_id == msg.header.frame_id)
-        if got is None:
-            raise RuntimeError(f'node {key} did not answer frame {seq}')
-        arrival = got[0]
-        last_answer[key] = got[1]
+        seconds, arrival, last_answer[key] = time_node_frame(
+            pubs[key], queues[key], msg, f'{key}_{seq}', 30.0)
         wakeups.append((arrival.callback_ns - arrival.received_ns) / 1e9)
-        return (arrival.received_ns - start) / 1e9
+        return seconds
 
     ultra_pt = ultra = ultra_proc = None
     first_client = clients[configs_wanted[0].spec]
@@ -551,6 +544,24 @@ def main(argv: list[str] | None = None) -> int:
                    f"{machine_facts()['cpu']}, {image_path.name}, DDS {args.dds_profile}")
         print(f'wrote {args.plot}')
     return 0
+
+
+def time_node_frame(pub: Any, answers: Any, msg: Any, frame_id: str,
+                    timeout: float) -> tuple[float, Any, Any]:
+    """Publish ``msg`` as frame ``frame_id`` and wait for the node's answer to it.
+
+    Return the seconds from publishing to the answer's DDS reception in this process (the
+    node path: transport both ways, the executor, the node's work), the arrival's
+    timestamps and the answer. ``answers`` is the harness queue of the node's output topic.
+    """
+    msg.header.frame_id = frame_id
+    start = time.time_ns()  # DDS reception timestamps are system-clock nanoseconds
+    pub.publish(msg)
+    got = answers.get_stamped(timeout=timeout,
+                              predicate=lambda m: m.header.frame_id == frame_id)
+    if got is None:
+        raise RuntimeError(f'no answer to frame {frame_id} within {timeout:g} s')
+    return (got[0].received_ns - start) / 1e9, got[0], got[1]
 
 
 def _has_bf16() -> bool:

@@ -27,12 +27,11 @@ import random
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import cv2
 
-from bench_detect import bench_environment, paired_ratio
+from bench_detect import bench_environment, paired_ratio, time_node_frame
 from bench_report import machine_facts
 
 OPENMP_VARIABLES = ('GOMP_SPINCOUNT', 'OMP_WAIT_POLICY')
@@ -91,16 +90,10 @@ def main(argv: list[str] | None = None) -> int:
             for name in order:
                 for frame in range(1 + args.frames):
                     seq += 1
-                    msg.header.frame_id = f'{name}_{seq}'
-                    start = time.time_ns()
-                    pubs[name].publish(msg)
-                    got = queues[name].get_stamped(
-                        timeout=120.0,
-                        predicate=lambda m: m.header.frame_id == msg.header.frame_id)
-                    if got is None:
-                        raise RuntimeError(f'{name} did not answer frame {seq}')
+                    seconds = time_node_frame(pubs[name], queues[name], msg,
+                                              f'{name}_{seq}', 120.0)[0]
                     if round_index and frame:
-                        by_round[name][round_index - 1].append((got[0].received_ns - start) / 1e9)
+                        by_round[name][round_index - 1].append(seconds)
     finally:
         if hog is not None:
             hog.kill()

@@ -38,7 +38,8 @@ from pathlib import Path
 import cv2
 
 from bench_configs import cannot_run, runnable, with_ultralytics_opencv
-from bench_detect import bench_environment, node_stages, paired_ratio, verdict
+from bench_detect import (bench_environment, node_stages, paired_ratio, time_node_frame,
+                          verdict)
 from bench_report import breakdown_lines, machine_facts, with_outside, write_json
 
 #: task → (manifest, the topic published last for a frame, its message type's module, name).
@@ -130,14 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             raise RuntimeError(f'nothing subscribed to the {task} image topic')
 
     def node_frame(task: str, seq: int) -> float:
-        msg.header.frame_id = f'{task}_{seq}'
-        start = time.time_ns()
-        pubs[task].publish(msg)
-        got = queues[task].get_stamped(
-            timeout=60.0, predicate=lambda m: m.header.frame_id == msg.header.frame_id)
-        if got is None:
-            raise RuntimeError(f'the {task} node did not answer frame {seq}')
-        return (got[0].received_ns - start) / 1e9
+        return time_node_frame(pubs[task], queues[task], msg, f'{task}_{seq}', 60.0)[0]
 
     diagnostics = clients[tasks[0]].subscribe(DiagnosticArray, '/diagnostics', 100)
     labels = {}
