@@ -180,7 +180,7 @@ def wire_part(frames) -> None:
               f'{statistics.median(times) * 1e3:10.2f}')
 
 
-def node_part(bgr: np.ndarray, args, paired_ratio) -> int:
+def node_part(bgr: np.ndarray, args, bench_detect) -> int:
     """Raw vs compressed node path on the same frame; 0 when done or skipped."""
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import CompressedImage, Image
@@ -233,15 +233,8 @@ def node_part(bgr: np.ndarray, args, paired_ratio) -> int:
 
         def frame(kind: str) -> float:
             seq[0] += 1
-            msg = msgs[kind]
-            msg.header.frame_id = f'{kind}_{seq[0]}'
-            start = time.time_ns()
-            pubs[kind].publish(msg)
-            got = queues[kind].get_stamped(
-                timeout=30.0, predicate=lambda m: m.header.frame_id == msg.header.frame_id)
-            if got is None:
-                raise RuntimeError(f'the {kind} node did not answer frame {seq[0]}')
-            return (got[0].received_ns - start) / 1e9
+            return bench_detect.time_node_frame(pubs[kind], queues[kind], msgs[kind],
+                                                f'{kind}_{seq[0]}', 30.0)[0]
 
         by_round = {k: [[] for _ in range(args.rounds)] for k in pubs}
         order = list(pubs)
@@ -266,7 +259,7 @@ def node_part(bgr: np.ndarray, args, paired_ratio) -> int:
                   f'{sorted(flat)[int(0.9 * (len(flat) - 1))] * 1e3:7.1f} ms p90, '
                   f'{size / 1024:6.0f} KiB a frame')
         print(f"  compressed / raw node path = "
-              f"{paired_ratio(by_round['compressed'], by_round['raw'])}")
+              f"{bench_detect.paired_ratio(by_round['compressed'], by_round['raw'])}")
         print(f'  (decode_compressed of that frame in this process: '
               f'{statistics.median(decode_times) * 1e3:.2f} ms median)')
         for client in clients.values():
@@ -309,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_node:
         return 0
     node_frame = frames[args.image.name][0] if args.image else frames['bus.jpg'][0]
-    return node_part(node_frame, args, paired_ratio)
+    return node_part(node_frame, args, bench_detect)
 
 
 if __name__ == '__main__':
