@@ -3,8 +3,8 @@
 
 Two ``vision_node`` processes run YOLOv8n on ``--backend`` (default ``cpu``: PyTorch, whose
 kernels use GNU OpenMP) side by side: one with the OpenMP setting ``vision_node`` makes
-itself (``GOMP_SPINCOUNT=10000``, :mod:`vision_nodes.ros.main`; neither variable set in its
-environment), the other with ``--other``, ``NAME=VALUE`` words (default
+itself (``GOMP_SPINCOUNT=10000``, :mod:`vision_nodes.platform.openmp`; neither variable set
+in its environment), the other with ``--other``, ``NAME=VALUE`` words (default
 ``GOMP_SPINCOUNT=300000``: libgomp's own default count, which a node keeps when given).
 Frames (bus.jpg) go to each node in interleaved rounds, shuffled each round, as
 ``bench_detect.py`` does; the ratio is the per-round ratio of medians (``vision_node``'s
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from vision_msgs.msg import Detection2DArray
 
     from vision_nodes.ros.inputs.conversion import numpy_to_image
-    from vision_nodes.ros.main import OPENMP_SPIN_COUNT
+    from vision_nodes.platform.openmp import OPENMP_SPIN_COUNT
     from vision_nodes.tools.client import NodeProcess, VisionNodeClient, wait_for
     from vision_nodes.tools.demo import bundled_images
 

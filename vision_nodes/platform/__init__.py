@@ -1,1 +1,1 @@
-"""Facts about the machine the node runs on: devices, and process-wide allocator settings."""
+"""The machine the node runs on: devices, process-wide allocator and OpenMP settings."""

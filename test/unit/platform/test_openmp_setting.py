@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from vision_nodes.ros.main import OPENMP_SPIN_COUNT, bound_openmp_spinning
+from vision_nodes.platform.openmp import OPENMP_SPIN_COUNT, bound_openmp_spinning
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_a_users_setting_is_kept(clean_env, name, value):
 def test_the_setting_comes_before_openmp_is_loaded():
     """Importing the program loads neither PyTorch nor rclpy nor GNU OpenMP (libgomp reads
     the variable once, when it is loaded)."""
-    probe = ('import json, sys; import vision_nodes.ros.main; '
+    probe = ('import json, sys; import vision_nodes.ros.main, vision_nodes.platform.openmp; '
              'maps = open("/proc/self/maps").read() if sys.platform == "linux" else ""; '
              'print(json.dumps({"torch": "torch" in sys.modules, '
              '"rclpy": "rclpy" in sys.modules, "libgomp": "libgomp" in maps}))')
