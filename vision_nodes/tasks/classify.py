@@ -27,7 +27,7 @@ from ..manifest import ManifestError, ModelManifest, field_error
 from ..param_spec import ParamSpec
 from ..text import clip, show
 from .preprocess import _convert_planes, channel_map
-from .resample import resized_crop
+from .resample import compiled_pass, resized_crop
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,7 @@ class ClassifyTask:
         #: The class count (settled by :meth:`check_model`) and where ``output0`` is.
         self._classes: int | None = len(manifest.labels) if manifest.labels else None
         self._at = 0
+        compiled_pass()  # Numba's resize compiled (or loaded) now, at configure, not on a frame
 
     def make_params(self, values: Mapping[str, Any]) -> ClassifyParams:
         """Parameters from values keyed by spec name (missing: the default)."""

@@ -13,6 +13,8 @@ the arithmetic allows it. Reduced precisions are held to the agreement measures 
 from __future__ import annotations
 
 import math
+import sys
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -32,7 +34,8 @@ from vision_nodes.pipeline import build_pipeline  # noqa: E402
 from vision_nodes.tasks.classify import Classification, ClassifyParams, ClassifyTask  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
 from vision_nodes.tasks.obb import OrientedBoxes, OrientedBoxTask  # noqa: E402
-from vision_nodes.tasks.resample import _numpy_crop, _pillow_crop  # noqa: E402
+from vision_nodes.tasks import resample  # noqa: E402
+from vision_nodes.tasks.resample import _numpy_crop, _pillow_crop, compiled_pass  # noqa: E402
 from vision_nodes.tasks.rotated import corners, probiou, rotated_iou, rotated_nms  # noqa: E402
 
 IMAGES = ('bus.jpg', 'zidane.jpg')
@@ -273,10 +276,29 @@ def test_classify_preprocessing_is_ultralytics_classify_transforms(shape):
     np.testing.assert_array_equal(crop[0], host)
 
 
+def _compiled_crop(image, size, window, interpolation):
+    rows_pass = compiled_pass()
+    if rows_pass is None:
+        pytest.skip('Numba is not installed: the compiled resize is not used here')
+    return resample._compiled_crop(image, size, window, interpolation, rows_pass)
+
+
+def resample_geometry(image):
+    """The classifier's resize and crop of ``image`` (224 x 224)."""
+    from vision_nodes.tasks.classify import crop_geometry
+
+    return crop_geometry(image.shape[:2], (224, 224))
+
+
+#: The two resizes of the package's own (Pillow's own is the reference).
+EXACT_RESIZES = {'numpy': _numpy_crop, 'compiled': _compiled_crop}
+
+
+@pytest.mark.parametrize('path', EXACT_RESIZES)
 @pytest.mark.parametrize('interpolation', ['linear', 'cubic'])
 @pytest.mark.parametrize('shape', SHAPES)
-def test_numpy_resize_is_pillow_byte_for_byte(shape, interpolation):
-    """The NumPy path (no Pillow, or an extreme aspect ratio) gives Pillow's bytes."""
+def test_resize_is_pillow_byte_for_byte(shape, interpolation, path):
+    """The compiled pass (Numba) and the NumPy one (no Numba, no Pillow) give Pillow's bytes."""
     from vision_nodes.tasks.classify import crop_geometry
 
     rng = np.random.default_rng(1 + shape[1])
@@ -284,13 +306,16 @@ def test_numpy_resize_is_pillow_byte_for_byte(shape, interpolation):
         image = rng.integers(0, 256, shape + (channels,), np.uint8)
         size, window = crop_geometry(shape, (224, 224))
         want = _pillow_crop(image, size, window, interpolation)
-        np.testing.assert_array_equal(_numpy_crop(image, size, window, interpolation), want)
+        np.testing.assert_array_equal(EXACT_RESIZES[path](image, size, window, interpolation),
+                                      want)
 
 
+@pytest.mark.parametrize('path', EXACT_RESIZES)
 @pytest.mark.parametrize('seed', range(4))
-def test_numpy_resize_follows_pillows_pass_order(seed):
+def test_resize_follows_pillows_pass_order(seed, path):
     """Random sizes and windows, both orders of Pillow's passes (vertical first when the
-    height shrinks by more than twice as many pixels as the width): Pillow's bytes."""
+    height shrinks by more than twice as many pixels as the width), grey and colour, strided
+    views: Pillow's bytes."""
     from vision_nodes.tasks.resample import vertical_first
 
     rng = np.random.default_rng(seed)
@@ -301,11 +326,55 @@ def test_numpy_resize_follows_pillows_pass_order(seed):
         top, left = (int(rng.integers(0, s)) for s in size)
         window = (top, left, int(rng.integers(1, size[0] - top + 1)),
                   int(rng.integers(1, size[1] - left + 1)))
-        image = rng.integers(0, 256, source + (3,), np.uint8)
+        channels = int(rng.choice([1, 3]))
+        image = rng.integers(0, 256, source + (channels + 1,), np.uint8)[:, :, :channels]
         orders.add(vertical_first(source, size))
-        want = _pillow_crop(image, size, window, 'linear')
-        np.testing.assert_array_equal(_numpy_crop(image, size, window, 'linear'), want)
+        want = _pillow_crop(np.ascontiguousarray(image), size, window, 'linear')
+        np.testing.assert_array_equal(EXACT_RESIZES[path](image, size, window, 'linear'),
+                                      want)
     assert orders == {True, False}
+
+
+def test_classify_resizes_with_the_compiled_pass_where_numba_is_installed(monkeypatch):
+    """With Numba the task's resize is the compiled one (built when the task is, at
+    configure); without it, Pillow's, the same bytes and no warning."""
+    pytest.importorskip('numba', reason='the compiled resize needs Numba')
+    image = np.random.default_rng(3).integers(0, 256, (480, 640, 3), np.uint8)
+    ClassifyTask(resolve_manifest('yolov8n_cls'))
+    assert compiled_pass.cache_info().currsize == 1 and compiled_pass() is not None
+    calls = []
+    real = resample._compiled_crop
+    monkeypatch.setattr(resample, '_compiled_crop', lambda *a: calls.append(1) or real(*a))
+    size, window = resample_geometry(image)
+    want = resample.resized_crop(image, size, window)
+    assert calls
+    compiled_pass.cache_clear()
+    monkeypatch.delitem(sys.modules, 'vision_nodes.tasks.resample_kernel', raising=False)
+    monkeypatch.setitem(sys.modules, 'numba', None)  # as if Numba were not installed
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('error')
+            assert compiled_pass() is None
+            np.testing.assert_array_equal(resample.resized_crop(image, size, window), want)
+    finally:
+        compiled_pass.cache_clear()
+    assert len(calls) == 1
+
+
+def test_a_failing_numba_is_one_warning_and_pillows_resize(monkeypatch):
+    """Numba installed but failing (here its kernel module cannot load): one warning that
+    says so, and Pillow resizes; the node keeps classifying."""
+    image = np.random.default_rng(4).integers(0, 256, (300, 200, 3), np.uint8)
+    size, window = resample_geometry(image)
+    compiled_pass.cache_clear()
+    monkeypatch.setitem(sys.modules, 'vision_nodes.tasks.resample_kernel', None)
+    try:
+        with pytest.warns(RuntimeWarning, match='compiled resize is off, Pillow resizes'):
+            assert compiled_pass() is None
+        np.testing.assert_array_equal(resample.resized_crop(image, size, window),
+                                      _pillow_crop(image, size, window, 'linear'))
+    finally:
+        compiled_pass.cache_clear()
 
 
 def test_classify_takes_every_colour_encoding(bus_bgr):
