@@ -11,9 +11,10 @@ package_name = 'vision_nodes'
 # the same packages (the exact versions the suite runs, inside these ranges, or the same
 # range) and the lock's pins lie inside them (test/unit/project/test_extras.py). They bring
 # NumPy 2 and OpenCV from pip: beside apt ROS use rosdep and docs/installing.md instead.
-# lap: the assignments of the package's ByteTrack (tracking without torch).
+# lap: the assignments of the package's ByteTrack (tracking without torch). numba: the
+# classifier's Pillow-exact resize, compiled (optional at run time: Pillow does it without).
 RUNTIME = ['numpy>=1.22', 'PyYAML>=5.4', 'opencv-python-headless>=4.6', 'simplejpeg>=1.7',
-           'pycocotools>=2.0.7', 'lap>=0.5']
+           'pycocotools>=2.0.7', 'lap>=0.5', 'numba>=0.58']
 # The TensorRT backend reads the ONNX (labels, external weights) with onnx; TensorRT 11 has no
 # fp16 builder flag, so fp16 there builds from an fp16-converted ONNX (onnxconverter-common,
 # when ONNX Runtime's own converter is not installed).

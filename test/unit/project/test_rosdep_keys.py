@@ -37,6 +37,7 @@ NO_KEY = {
     'openvino': 'openvino>=2024.0', 'nncf': 'nncf>=2.10', 'pycocotools': 'pycocotools>=2.0.7',
     'onnx': 'onnx>=1.15', 'onnxslim': 'onnxslim>=0.1.30',
     'onnxconverter_common': 'onnxconverter-common>=1.14', 'lap': 'lap>=0.5',
+    'numba': 'numba>=0.58',
     'torch': 'torch>=2.1', 'torchvision': 'torchvision', 'tensorrt': 'tensorrt-cu12',
 }
 
