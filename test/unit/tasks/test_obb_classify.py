@@ -363,7 +363,7 @@ def test_classify_resizes_with_the_compiled_pass_where_numba_is_installed(monkey
 
 def test_a_failing_numba_is_one_warning_and_pillows_resize(monkeypatch):
     """Numba installed but failing (here its kernel module cannot load): one warning that
-    says so, and Pillow resizes; the node keeps classifying."""
+    says so, and Pillow resizes, the same bytes."""
     image = np.random.default_rng(4).integers(0, 256, (300, 200, 3), np.uint8)
     size, window = resample_geometry(image)
     compiled_pass.cache_clear()
