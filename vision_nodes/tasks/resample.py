@@ -164,7 +164,7 @@ def _pillow_crop(image: np.ndarray, size: tuple[int, int], window: tuple[int, in
     return resized[top:top + height, left:left + width]
 
 
-RowsPass = Callable[[np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
+RowsPass = Callable[[np.ndarray, np.ndarray, np.ndarray, int, int], np.ndarray]
 
 
 @lru_cache(maxsize=1)
@@ -179,7 +179,7 @@ def compiled_pass() -> RowsPass | None:
     try:
         from .resample_kernel import resample_rows
         resample_rows(np.zeros((2, 1), np.uint8), np.zeros(1, np.int64),
-                      np.ones((1, 1), np.int32), 0)
+                      np.ones((1, 1), np.int32), 0, _BITS)
     except Exception as exc:  # noqa: BLE001 - any Numba failure: Pillow's resize instead
         if not (isinstance(exc, ModuleNotFoundError) and exc.name == 'numba'):
             warnings.warn(f'vision_nodes: the compiled resize is off, Pillow resizes instead '
@@ -200,7 +200,8 @@ def _pass_down(planes: np.ndarray, taps: _Taps, rows_pass: RowsPass) -> np.ndarr
         return planes
     rows, cols, channels = planes.shape
     flat = np.ascontiguousarray(planes).reshape(rows, cols * channels)
-    return rows_pass(flat, taps.first, taps.weights, taps.lo).reshape(-1, cols, channels)
+    out = rows_pass(flat, taps.first, taps.weights, taps.lo, _BITS)
+    return out.reshape(-1, cols, channels)
 
 
 def _pass_across(planes: np.ndarray, taps: _Taps, rows_pass: RowsPass) -> np.ndarray:
