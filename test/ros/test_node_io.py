@@ -173,16 +173,17 @@ def test_diagnostics_report_rates_drops_and_silence(model_dir, engine_cache_dir,
         assert silent is not None
         assert "no publisher on '/image'" in silent.message
         camera = _camera(assets, 120, rate=30.0)
+        # Waits for the rate warning itself: on a busy machine a status may first warn only
+        # that images reach the node late (the rate is judged once it has settled).
         busy = _status(diagnostics, '/vn_diag',
                        lambda s: int(_values(s)['frames dropped']) > 5
                        and int(_values(s)['frames processed']) > 5
-                       and s.level != b'\x00', timeout=90.0)
+                       and 'expected 30 Hz' in s.message, timeout=90.0)
         _stop(camera)
-        assert busy is not None
+        assert busy is not None and busy.level != b'\x00'
         values = _values(busy)
         assert values['backend'] == 'onnx' and values['models'] == 'yolov8n'
         assert float(values['latency p50 (ms)']) > 0
-        assert 'expected 30 Hz' in busy.message
         # The node's own stage breakdown: every stage a number; the network's time counted.
         stages = {stage: float(values[stage_key(stage)]) for stage in STAGES}
         assert min(stages.values()) >= 0 and stages['inference'] > 0
