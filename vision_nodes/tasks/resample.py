@@ -21,7 +21,7 @@ compiled and NumPy paths compute only the rows and columns the crop keeps: the s
 from __future__ import annotations
 
 import warnings
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Callable, NamedTuple
 
 import cv2
@@ -107,14 +107,27 @@ def _taps(in_size: int, out_size: int, start: int, count: int, interpolation: st
                  int(min(in_size, (first + weights.shape[1]).max())))
 
 
-def _resample_last(planes: np.ndarray, taps: _Taps, offset: int = 0) -> np.ndarray:
-    """Resample the last axis of (..., n) ``planes``, whose input ``offset`` is index 0."""
-    window = planes[..., taps.lo - offset:taps.hi - offset]
+def _resample_last(planes: np.ndarray, taps: _Taps) -> np.ndarray:
+    """Resample the last axis of (..., n) ``planes``: the inputs [``taps.lo``, ``taps.hi``)."""
     if taps.first is None:
-        return window
-    flat = np.ascontiguousarray(window).reshape(-1, taps.hi - taps.lo)
+        return planes
+    flat = np.ascontiguousarray(planes).reshape(-1, taps.hi - taps.lo)
     out = _pass(flat, taps.first - taps.lo, taps.weights)
     return out.reshape(planes.shape[:-1] + (taps.first.shape[0],))
+
+
+#: One pass over (h, w, C) planes holding the inputs [taps.lo, taps.hi) of its axis.
+Pass = Callable[[np.ndarray, _Taps], np.ndarray]
+
+
+def _numpy_down(planes: np.ndarray, taps: _Taps) -> np.ndarray:
+    """Resample the rows of (h, w, C) ``planes`` in NumPy."""
+    return _resample_last(planes.transpose(2, 1, 0), taps).transpose(2, 1, 0)
+
+
+def _numpy_across(planes: np.ndarray, taps: _Taps) -> np.ndarray:
+    """Resample the columns of (h, w, C) ``planes`` in NumPy."""
+    return _resample_last(planes.transpose(2, 0, 1), taps).transpose(1, 2, 0)
 
 
 def vertical_first(source: tuple[int, int], size: tuple[int, int]) -> bool:
@@ -127,26 +140,30 @@ def vertical_first(source: tuple[int, int], size: tuple[int, int]) -> bool:
     return shrink_h > 0 and shrink_h > shrink_w * 2
 
 
-def _numpy_crop(image: np.ndarray, size: tuple[int, int], window: tuple[int, int, int, int],
-                interpolation: str) -> np.ndarray:
+def _crop(image: np.ndarray, size: tuple[int, int], window: tuple[int, int, int, int],
+          interpolation: str, down: Pass, across: Pass) -> np.ndarray:
     """Pillow's resize of (H, W, C) ``image`` to ``size`` (h, w), only inside ``window``.
 
     Each pass computes only what the window needs: the first pass the rows (or columns) the
-    second one reads, the second the window's; each value is the whole resize's.
+    second one reads, the second the window's; each value is the whole resize's. The passes
+    run in Pillow's order with ``down`` and ``across``.
     """
     top, left, height, width = window
     rows, cols = image.shape[:2]
-    across = _taps(cols, size[1], left, width, interpolation)
-    down = _taps(rows, size[0], top, height, interpolation)
-    planes = image.transpose(2, 0, 1)  # (C, H, W), a view
+    across_taps = _taps(cols, size[1], left, width, interpolation)
+    down_taps = _taps(rows, size[0], top, height, interpolation)
+    region = image[down_taps.lo:down_taps.hi, across_taps.lo:across_taps.hi]
     if vertical_first((rows, cols), size):
-        planes = planes[:, :, across.lo:across.hi]
-        planes = _resample_last(planes.transpose(0, 2, 1), down).transpose(0, 2, 1)
-        planes = _resample_last(planes, across, across.lo)
+        out = across(down(region, down_taps), across_taps)
     else:
-        planes = _resample_last(planes[:, down.lo:down.hi], across)
-        planes = _resample_last(planes.transpose(0, 2, 1), down, down.lo).transpose(0, 2, 1)
-    return np.ascontiguousarray(planes.transpose(1, 2, 0))
+        out = down(across(region, across_taps), down_taps)
+    return np.ascontiguousarray(out)
+
+
+def _numpy_crop(image: np.ndarray, size: tuple[int, int], window: tuple[int, int, int, int],
+                interpolation: str) -> np.ndarray:
+    """:func:`_crop` with NumPy's passes."""
+    return _crop(image, size, window, interpolation, _numpy_down, _numpy_across)
 
 
 def _pillow_crop(image: np.ndarray, size: tuple[int, int], window: tuple[int, int, int, int],
@@ -195,7 +212,7 @@ def _transposed(planes: np.ndarray) -> np.ndarray:
 
 
 def _pass_down(planes: np.ndarray, taps: _Taps, rows_pass: RowsPass) -> np.ndarray:
-    """Resample the rows of (h, w, C) ``planes``, whose row 0 is input row ``taps.lo``."""
+    """Resample the rows of (h, w, C) ``planes`` with the compiled ``rows_pass``."""
     if taps.first is None:
         return planes
     rows, cols, channels = planes.shape
@@ -205,7 +222,7 @@ def _pass_down(planes: np.ndarray, taps: _Taps, rows_pass: RowsPass) -> np.ndarr
 
 
 def _pass_across(planes: np.ndarray, taps: _Taps, rows_pass: RowsPass) -> np.ndarray:
-    """Resample the columns of (h, w, C) ``planes``, whose column 0 is input ``taps.lo``."""
+    """Resample the columns of (h, w, C) ``planes``: the rows' pass on them transposed."""
     if taps.first is None:
         return planes
     return _transposed(_pass_down(_transposed(planes), taps, rows_pass))
@@ -213,17 +230,9 @@ def _pass_across(planes: np.ndarray, taps: _Taps, rows_pass: RowsPass) -> np.nda
 
 def _compiled_crop(image: np.ndarray, size: tuple[int, int], window: tuple[int, int, int, int],
                    interpolation: str, rows_pass: RowsPass) -> np.ndarray:
-    """:func:`_numpy_crop`'s passes, each over whole rows with the compiled ``rows_pass``."""
-    top, left, height, width = window
-    rows, cols = image.shape[:2]
-    across = _taps(cols, size[1], left, width, interpolation)
-    down = _taps(rows, size[0], top, height, interpolation)
-    region = image[down.lo:down.hi, across.lo:across.hi]
-    if vertical_first((rows, cols), size):
-        out = _pass_across(_pass_down(region, down, rows_pass), across, rows_pass)
-    else:
-        out = _pass_down(_pass_across(region, across, rows_pass), down, rows_pass)
-    return np.ascontiguousarray(out)
+    """:func:`_crop` with the compiled passes, each over whole rows."""
+    return _crop(image, size, window, interpolation, partial(_pass_down, rows_pass=rows_pass),
+                 partial(_pass_across, rows_pass=rows_pass))
 
 
 def resized_crop(image: np.ndarray, size: tuple[int, int], window: tuple[int, int, int, int],
