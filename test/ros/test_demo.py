@@ -102,3 +102,19 @@ def test_demo_task_writes_the_nodes_annotated_picture(model_dir, engine_cache_di
     original = cv2.imread(str(assets / 'bus.jpg'))
     assert picture is not None and picture.shape == original.shape
     assert (picture != original).any()
+
+
+def test_an_unanswered_frame_says_what_the_node_was_doing():
+    """When no answer comes, the demo says whether the node exited, and its last log lines."""
+    from vision_nodes.tools.client import NodeProcess, wait_for
+    from vision_nodes.tools.demo import _silence
+
+    node = NodeProcess(node_name='9_not_a_node_name')  # rcl refuses it: the process exits
+    try:
+        assert wait_for(lambda: not node.alive(), 60.0), node.output()
+        said = _silence(node)
+        assert said.startswith(f'the node exited with code {node.process.returncode}; '
+                               f'the last lines of {node.log_path}:'), said
+        assert node.output().splitlines()[-1] in said
+    finally:
+        node.stop()

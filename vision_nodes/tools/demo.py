@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             result = publish_until_answered(pub, msg, det_q, timeout=30.0, resend_every=1.5,
                                             match=lambda m: m.header == msg.header)
             if result is None:
-                print(f'{path.name}: no {answer_topic} message came back')
+                print(f'{path.name}: no {answer_topic} message came back; ' + _silence(node))
                 return 1
             if args.task == 'classify':
                 print(f'{path.name}: top {len(result.results)} classes')
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             if picture_q is not None:
                 picture = picture_q.get(30.0, lambda m: m.header == msg.header)
                 if picture is None:
-                    print(f'{path.name}: no annotated image came back')
+                    print(f'{path.name}: no annotated image came back; ' + _silence(node))
                     return 1
                 drawn = args.out / f'{path.stem}_{args.task}.png'
                 cv2.imwrite(str(drawn), image_to_numpy(picture))
@@ -313,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             if depth_q is not None:
                 colored = depth_q.get(30.0, lambda m: m.header == msg.header)
                 if colored is None:
-                    print(f'{path.name}: no depth image came back')
+                    print(f'{path.name}: no depth image came back; ' + _silence(node))
                     return 1
                 rgb = image_to_numpy(colored)
                 side = args.out / f'{path.stem}_{answer_topic}_depth.png'
@@ -327,6 +327,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         client.close()
         node.stop()
+
+
+def _silence(node: NodeProcess) -> str:
+    """Say what the node was doing when an answer did not come: exited, or its last lines."""
+    code = node.process.poll()
+    state = f'the node exited with code {code}' if code is not None else 'the node is running'
+    tail = node.output().splitlines()[-12:]
+    return f'{state}; the last lines of {node.log_path}:\n' + '\n'.join(tail)
 
 
 def _errors(log: str) -> str:
