@@ -13,12 +13,14 @@ The stages, in the order a frame meets them (:data:`STAGES`):
 
 * ``dds_in``      - the sender's write → DDS delivered the image to the node (source and
                     reception timestamps of the middleware, the system clock);
-* ``receive``     - DDS delivery → the subscription callback (the executor's wake-up,
-                    rclpy's take of the serialized bytes and their reading,
+* ``receive``     - DDS delivery → the subscription callback (the wake-up of the thread
+                    that takes it: the inference thread's with one camera, else the
+                    executor's; rclpy's take of the serialized bytes and their reading,
                     :mod:`.ros.wire.cdr_reader`);
                     from the end of the frame before, for a frame that arrived while the
                     node was busy with that one (its wait is no stage of its own);
-* ``handoff``     - the callback → the inference thread starts on the frame;
+* ``handoff``     - the callback → the inference thread starts on the frame (one camera:
+                    the same thread, so next to nothing);
 * ``convert``     - message → image array (a view, a camera-encoding conversion, a decode);
 * ``preprocess``, ``inference``, ``postprocess`` - the model's task and runner;
 * ``message``     - results → the detections message's bytes (tracking included, when on);

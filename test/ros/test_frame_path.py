@@ -1,17 +1,27 @@
 """The frame path's subscription end: DDS timestamps and sequence gaps, per frame taken.
 
 A real rclpy node (the path needs its guard condition); frames go to a sink instead of the
-inference thread, so what the callback hands over is seen as it is.
+inference thread, so what the callback hands over is seen as it is. Then the inference thread
+taking its frames itself (``take_from``): real DDS, real wait sets, and no executor spinning
+at all, so whatever arrives was taken by that thread.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.serialization import deserialize_message
+from std_msgs.msg import Header
 
 from node_harness import node_in_own_context
 from vision_nodes.ros.inputs.frame_path import FramePath
+from vision_nodes.ros.process.compat import SubscriptionWait
+from vision_nodes.tools.client import wait_for
+
+RELIABLE = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE)
 
 
 class Sink:
@@ -76,3 +86,126 @@ def test_the_gap_in_sequence_numbers_counts_dropped_frames(node):
         assert (snap.received, snap.dropped) == (6, 3)
     finally:
         path.close()
+
+
+def _pair(node, topic: str, **kwargs):
+    """A raw subscription (never spun) and a publisher of ``Header`` on ``topic``, matched."""
+    sub = node.create_subscription(Header, topic, lambda _: None, RELIABLE, raw=True, **kwargs)
+    pub = node.create_publisher(Header, topic, RELIABLE)
+    assert wait_for(lambda: pub.get_subscription_count() > 0, 30.0)
+    return sub, pub
+
+
+def test_a_subscription_wait_takes_the_message_and_ends_on_wake(node):
+    """The wait set outside the executor: a message with its DDS info; wake; no subscription."""
+    waiter = SubscriptionWait(node.context)
+    sub, pub = _pair(node, 'wait_takes')
+    try:
+        assert waiter.take(None, 0.01) is None  # nothing to wait on but the wake-up
+        pub.publish(Header(frame_id='one'))
+        taken = None
+        for _ in range(300):  # 0.1 s waits: the sample may still be on its way
+            taken = taken or waiter.take(sub, 0.1)
+        data, info = taken
+        assert deserialize_message(data, Header).frame_id == 'one'
+        assert info['received_timestamp'] >= info['source_timestamp'] > 0
+        # Nothing more to take: a wake from another thread ends a long wait.
+        timer = threading.Timer(0.2, waiter.wake)
+        timer.start()
+        started = time.monotonic()
+        assert waiter.take(sub, 600.0) is None
+        assert time.monotonic() - started < 300.0
+        timer.join()
+    finally:
+        waiter.destroy()
+        node.destroy_publisher(pub)
+        node.destroy_subscription(sub)
+
+
+def test_a_subscription_destroyed_during_the_wait_ends_it_safely(node):
+    """Another thread destroys the subscription being waited on: the wait ends, nothing breaks."""
+    waiter = SubscriptionWait(node.context)
+    sub, pub = _pair(node, 'wait_destroyed')
+    results = []
+    thread = threading.Thread(target=lambda: results.append(waiter.take(sub, 600.0)))
+    try:
+        thread.start()
+        time.sleep(0.2)  # let it wait (it would end the same way if it had not begun)
+        node.destroy_subscription(sub)
+        waiter.wake()
+        thread.join(300.0)
+        assert not thread.is_alive() and results == [None]
+        assert waiter.take(sub, 0.01) is None  # destroyed before the wait: None, no error
+    finally:
+        waiter.wake()
+        thread.join(300.0)
+        waiter.destroy()
+        node.destroy_publisher(pub)
+
+
+def test_the_subscriptions_events_run_in_the_wait(node):
+    """An incompatible publisher's event reaches the subscription's callback in the wait."""
+    from vision_nodes.ros.inputs.subscription import SubscriptionEventCallbacks
+
+    heard = []
+    waiter = SubscriptionWait(node.context)
+    sub = node.create_subscription(
+        Header, 'wait_events', lambda _: None, RELIABLE, raw=True,
+        event_callbacks=SubscriptionEventCallbacks(incompatible_qos=heard.append))
+    pub = node.create_publisher(Header, 'wait_events', QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+    try:
+        assert wait_for(lambda: waiter.take(sub, 0.1) is None and bool(heard), 60.0)
+        assert heard[0].total_count >= 1
+    finally:
+        waiter.destroy()
+        node.destroy_publisher(pub)
+        node.destroy_subscription(sub)
+
+
+class Source:
+    """An image input as the frame path sees it (``ImageInput``'s three members), on ``Header``.
+
+    The subscription and DDS are real; ``deliver`` notes the thread it runs on.
+    """
+
+    def __init__(self, path: FramePath, subscription) -> None:
+        self.subscription = subscription
+        self.on_change = None
+        self.threads: list[str] = []
+        self._path = path
+
+    def deliver(self, data: bytes, info) -> None:
+        self.threads.append(threading.current_thread().name)
+        self._path.callback(data, info)
+
+
+def test_the_inference_thread_takes_its_frames_itself(node):
+    """take_from: no executor spins, yet frames arrive, taken on the inference thread."""
+    path = FramePath(node, log_error=lambda _: None, lazy=lambda: False)
+    sub, pub = _pair(node, 'own_frames')
+    source = Source(path, sub)
+    try:
+        path.take_from(source)
+        assert source.on_change is not None  # a new subscription wakes the thread
+        path.start()
+        assert not path.gate.open  # the executor never takes from this subscription
+        pub.publish(Header(frame_id='a'))
+        assert wait_for(lambda: path.stats.snapshot().received >= 1, 60.0)
+        assert set(source.threads) == {'inference'}
+        assert not path.gate.open  # the frame ran (no models: nothing to run); still shut
+        # A new subscription: the thread waits on it from the change on.
+        node.destroy_subscription(sub)
+        sub = source.subscription = node.create_subscription(
+            Header, 'own_frames', lambda _: None, RELIABLE, raw=True)
+        source.on_change()
+        assert wait_for(lambda: pub.get_subscription_count() == 1, 30.0)
+        assert wait_for(lambda: (pub.publish(Header(frame_id='b')),
+                                 path.stats.snapshot().received >= 2)[1], 60.0)
+        assert set(source.threads) == {'inference'}
+    finally:
+        path.stop()
+        assert path.gate.open and source.on_change is None
+        path.close()
+        node.destroy_publisher(pub)
+        node.destroy_subscription(sub)

@@ -1,13 +1,18 @@
 """The one frame path: image message -> conversion -> every model -> its outputs.
 
 Stale frames are dropped in one place, the middleware, and counted in one place,
-:meth:`FramePath.on_image`. While a frame is processed the image subscription's callback
-group (the gate) is closed: rclpy leaves it out of the wait set, so frames arriving meanwhile
-stay in the middleware, where the subscription's KEEP_LAST history keeps only the newest.
-Nothing takes, copies or converts a frame that would be dropped, and the executor's thread
-stays free for services. The gap in the publisher's sequence numbers tells how many frames
-were dropped. Frames run on an inference thread of their own; with several models, each
-model after the first runs on a thread of its own, at the same time.
+:meth:`FramePath.on_image`. A single camera's frames are taken by the inference thread itself
+(:meth:`FramePath.take_from`): it waits on the image subscription outside the executor
+(:class:`~..process.compat.SubscriptionWait`) whenever it is free, and takes the newest frame;
+frames arriving while it runs one stay in the middleware, where the subscription's KEEP_LAST
+history keeps only the newest. A frame so reaches the thread that runs it with one wake-up,
+the middleware's, and the executor's thread stays free for services. A multi-camera node's
+cameras (:mod:`.batcher`) are taken by the executor instead, each behind its gate: the image
+subscription's callback group, closed while that camera's frame waits or runs, which rclpy
+then leaves out of the wait set. Either way nothing takes, copies or converts a frame that
+would be dropped. The gap in the publisher's sequence numbers tells how many frames were
+dropped. With several models, each model after the first runs on a thread of its own, at the
+same time.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from .conversion import to_array
 _MAX_GAP = 100_000
 #: Seconds a model's outputs wait for another model's result on the same frame.
 _RESULT_WAIT_S = 60.0
+#: Longest wait on the image subscription before the thread looks again for a new one.
+_TAKE_POLL_S = 0.1
 
 
 @dataclass
@@ -86,9 +93,12 @@ class FramePath:
         self._helpers: dict[str, ThreadPoolExecutor] = {}
         #: Publication sequence number of the last frame taken, per publisher.
         self._last_seq: dict[bytes, int] = {}
-        #: When the gate last opened (system-clock ns): a frame that arrived while it was
-        #: closed waited for the frame before it, which is not the middleware's time.
+        #: When the gate last opened, or the thread became free (system-clock ns): a frame
+        #: that arrived before waited for the frame before it, not for the middleware.
         self._opened_ns = 0
+        #: The input whose frames the thread takes itself (:meth:`take_from`), and its wait.
+        self._source: Any = None
+        self._wait: compat.SubscriptionWait | None = None
 
     def load(self, models: list[ServedModel]) -> list[ServedModel]:
         """Use ``models`` from the next frame; return the ones used before."""
@@ -96,8 +106,20 @@ class FramePath:
             old, self.models = self.models, models
         return old
 
+    def take_from(self, source: Any) -> None:
+        """Let the inference thread take the frames of ``source`` itself, from :meth:`start`.
+
+        ``source`` (an :class:`~.subscription.ImageInput`) gives its current rclpy
+        ``subscription`` (None while it has none) and ``deliver``s a taken message to this
+        path's :attr:`callback`; its subscription is in :attr:`gate`, which then stays closed
+        so that the executor never takes from it. :meth:`stop` ends this.
+        """
+        self._source = source
+        self._wait = compat.SubscriptionWait(self._node.context)
+        source.on_change = self._wait.wake
+
     def start(self) -> None:
-        """Start the inference thread, with the gate open and the counts at zero."""
+        """Start the inference thread, with the gate open (unless it takes frames itself)."""
         self.reset()
         self._helpers = {m.name: ThreadPoolExecutor(1, thread_name_prefix=m.name)
                          for m in self.models[1:]}
@@ -109,14 +131,20 @@ class FramePath:
         self.stats.reset()
         self.stages.reset()
         self._last_seq.clear()
-        self.gate.open = True
+        self.gate.open = self._source is None
 
     def stop(self) -> None:
         """Finish the frame in flight and stop the inference thread (idempotent)."""
         if self._thread is not None:
             self._frames.put(None)
+            if self._wait is not None:
+                self._wait.wake()
             self._thread.join()
             self._thread = None
+        if self._wait is not None:
+            self._source.on_change = None
+            self._wait.destroy()
+            self._source = self._wait = None
         self.gate.open = True
         for pool in self._helpers.values():
             pool.shutdown(wait=True)
@@ -158,9 +186,22 @@ class FramePath:
         self.stats.on_error(text)
         self._log_error(text)
 
+    def _next(self) -> Any:
+        """Return the next frame (``msg, dds times, called ns``), or None to stop."""
+        if self._source is None:
+            return self._frames.get()
+        while True:
+            try:
+                return self._frames.get_nowait()  # what :meth:`on_image` queued, or None
+            except queue.Empty:
+                pass
+            taken = self._wait.take(self._source.subscription, _TAKE_POLL_S)
+            if taken is not None:
+                self._source.deliver(*taken)
+
     def _loop(self) -> None:
         while True:
-            item = self._frames.get()
+            item = self._next()
             if item is None:
                 return
             try:
@@ -175,10 +216,14 @@ class FramePath:
         self._node.destroy_guard_condition(self._wake)
 
     def reopen(self) -> None:
-        """Open the gate after a frame: the newest frame waiting in the middleware comes next."""
+        """After a frame: the newest frame waiting in the middleware comes next.
+
+        The gate opens, unless the thread takes its frames itself (:meth:`take_from`).
+        """
         self._opened_ns = time.time_ns()
-        self.gate.open = True
-        self._wake.trigger()
+        if self._source is None:
+            self.gate.open = True
+            self._wake.trigger()
 
     def _process(self, msg: Any, times: tuple[int, ...] | None, called_ns: int) -> None:
         """Convert once, run every wanted model, publish each result; time the first model's."""

@@ -77,6 +77,9 @@ class ImageInput:
         #: How errors name this input: the name its remap rule takes (also for compressed).
         self.label = topic
         self._sub = None
+        #: Called after the subscription is made, re-made or dropped (the frame path that
+        #: waits on it itself looks again: :meth:`~.frame_path.FramePath.take_from`).
+        self.on_change: Callable[[], None] | None = None
         #: The QoS of the current (or last) subscription, overrides applied.
         self.qos: QoSProfile | None = None
         #: ``qos_overrides.<topic>.subscription.*`` given at start-up, by policy: they beat
@@ -87,6 +90,22 @@ class ImageInput:
     def subscribed(self) -> bool:
         """Whether the subscription exists."""
         return self._sub is not None
+
+    @property
+    def subscription(self) -> Any:
+        """Return the current rclpy subscription; None while there is none."""
+        return self._sub
+
+    def deliver(self, data: bytes, info: Any) -> None:
+        """Hand on a message taken from :attr:`subscription` outside the executor."""
+        if compat.MESSAGE_INFO:
+            self._take_with_info(data, info)
+        else:
+            self._take(data)
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     def subscribe(self, qos: QoSProfile) -> None:
         """(Re)create the subscription with this QoS, the overrides given applied over it."""
@@ -100,6 +119,7 @@ class ImageInput:
             event_callbacks=events, callback_group=self._group, raw=True,
             qos_overriding_options=qos_overrides.options(self.overrides))
         self.qos = qos
+        self._changed()
         if self.overrides:
             replaced = ', '.join(f'{p} {chosen[p]}' for p in self.overrides)
             self._node.get_logger().info(
@@ -140,6 +160,7 @@ class ImageInput:
         if self._sub is not None:
             self._node.endpoints.destroy(self._sub)
             self._sub = None
+            self._changed()
 
     def check_topic(self) -> None:
         """Refuse (TopicClashError) a topic that clashes with another of the node's."""

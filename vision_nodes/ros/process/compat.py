@@ -19,6 +19,9 @@ renames one breaks here, in one line, and not across the package.
   (:mod:`.startup`); the C extension's exception types have no public import.
 * ``Subscription.CallbackType`` (Jazzy and later): whether subscription callbacks may take
   the message info as a second argument (Humble's take the message alone).
+* ``rclpy_implementation.WaitSet`` and ``Subscription.handle.take_message``: a wait set
+  of one subscription outside the executor, and the take, as rclpy's own
+  ``wait_for_message`` does them (:class:`SubscriptionWait`).
 * ``CallbackGroup.entities``: the weak references a callback group keeps to its
   subscriptions, timers, guard conditions and event handlers. rclpy adds one for each entity
   made and never takes it out when the entity is destroyed; :func:`leave_callback_groups`
@@ -87,3 +90,85 @@ class SteppedExecutor(SingleThreadedExecutor):
     def _spin_once_impl(self, timeout_sec: Any = None,
                         wait_condition: Callable[[], bool] = lambda: False) -> None:
         self.spin_step(timeout_sec, wait_condition)
+
+
+class SubscriptionWait:
+    """Wait on one subscription outside any executor, and take its next message.
+
+    A wait set of the subscription, its event handlers and a guard condition of its own
+    (:meth:`wake`), built with ``rclpy_implementation.WaitSet`` as rclpy's own
+    ``wait_for_message`` builds it (rclpy has no public wait set). The thread that runs frames
+    waits here on the image subscription itself, so a frame reaches it without a second
+    thread's wake-up in between (:mod:`..inputs.frame_path`). The subscription's event
+    handlers (incompatible QoS) are waited on and run here too, never by the executor: Fast
+    DDS wakes one waiter per subscription, so an executor waiting on its events would take
+    the data's wake-ups.
+    """
+
+    def __init__(self, context: Any) -> None:
+        """Make the wake-up guard condition in ``context`` (the node's)."""
+        from rclpy.guard_condition import GuardCondition
+
+        self._context = context
+        self._wake = GuardCondition(None, None, context=context)
+
+    def wake(self) -> None:
+        """End a wait now (from any thread)."""
+        self._wake.trigger()
+
+    def take(self, subscription: Any, timeout_s: float) -> tuple[Any, Any] | None:
+        """Wait up to ``timeout_s`` for a message on ``subscription``; return it with its info.
+
+        None when the wait ended without one: the timeout, :meth:`wake`, an event (its
+        handler has run), or a subscription destroyed meanwhile (None: wait for :meth:`wake`
+        or the timeout only). A subscription destroyed by another thread during the wait
+        stays valid until the wait ends.
+        """
+        from contextlib import ExitStack
+
+        from rclpy.exceptions import InvalidHandle
+
+        handlers = list(getattr(subscription, 'event_handlers', ()))
+        try:
+            with ExitStack() as held:
+                for item in (self._context.handle, self._wake.handle,
+                             *(() if subscription is None else (subscription.handle,)),
+                             *handlers):
+                    held.enter_context(item)
+                wait_set = _rclpy.WaitSet(0 if subscription is None else 1, 1, 0, 0, 0,
+                                          len(handlers), self._context.handle)
+                wait_set.clear_entities()
+                if subscription is not None:
+                    wait_set.add_subscription(subscription.handle)
+                wait_set.add_guard_condition(self._wake.handle)
+                for handler in handlers:
+                    handler.add_to_wait_set(wait_set)
+                wait_set.wait(int(timeout_s * 1e9))
+                for handler in handlers:
+                    if handler.is_ready(wait_set):
+                        _run_event(handler)
+                if subscription is None or subscription.handle.pointer not in \
+                        wait_set.get_ready_entities('subscription'):
+                    return None
+                return subscription.handle.take_message(subscription.msg_type,
+                                                        subscription.raw)
+        except InvalidHandle:  # destroyed before the wait began
+            return None
+
+    def destroy(self) -> None:
+        """Destroy the guard condition (after the last :meth:`take`)."""
+        self._wake.destroy()
+
+
+def _run_event(handler: Any) -> None:
+    """Take a ready event handler's data and run its callback (``execute`` is a coroutine)."""
+    data = handler.take_data()
+    if data is None:
+        return
+    step = handler.execute(data)
+    try:
+        step.send(None)
+    except StopIteration:
+        pass
+    else:
+        step.close()  # an event callback does not wait for anything
