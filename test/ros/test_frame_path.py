@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from rclpy.exceptions import InvalidHandle
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 from std_msgs.msg import Header
@@ -141,6 +142,9 @@ def test_a_subscription_destroyed_during_the_wait_ends_it_safely(node):
         thread.join(300.0)
         waiter.destroy()
         node.destroy_publisher(pub)
+    # A destroyed wait has nothing left to wait for: it says so, it does not return at once.
+    with pytest.raises(InvalidHandle):
+        waiter.take(None, 600.0)
 
 
 def test_the_subscriptions_events_run_in_the_wait(node):

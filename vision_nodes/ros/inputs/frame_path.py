@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.exceptions import InvalidHandle
 
 from ...images import ImageConversionError
 from ...pipeline import LoadedModel
@@ -195,7 +196,14 @@ class FramePath:
                 return self._frames.get_nowait()  # what :meth:`on_image` queued, or None
             except queue.Empty:
                 pass
-            taken = self._wait.take(self._source.subscription, _TAKE_POLL_S)
+            try:
+                taken = self._wait.take(self._source.subscription, _TAKE_POLL_S)
+            except InvalidHandle:  # the context is gone (the process is ending)
+                return None
+            except Exception as exc:  # noqa: BLE001 - an event's callback; keep taking
+                self._log_error(f'image subscription: {type(exc).__name__}: {exc}')
+                time.sleep(_TAKE_POLL_S)
+                continue
             if taken is not None:
                 self._source.deliver(*taken)
 

@@ -119,41 +119,44 @@ class SubscriptionWait:
     def take(self, subscription: Any, timeout_s: float) -> tuple[Any, Any] | None:
         """Wait up to ``timeout_s`` for a message on ``subscription``; return it with its info.
 
-        None when the wait ended without one: the timeout, :meth:`wake`, an event (its
-        handler has run), or a subscription destroyed meanwhile (None: wait for :meth:`wake`
-        or the timeout only). A subscription destroyed by another thread during the wait
-        stays valid until the wait ends.
+        None when the wait ended without one: the timeout, :meth:`wake`, or an event (its
+        handler has run). With no subscription (None, or one already destroyed) it waits for
+        :meth:`wake` or the timeout only. A subscription destroyed by another thread during
+        the wait stays valid until the wait ends. Raises ``InvalidHandle`` once the context or
+        this wait is destroyed: nothing is left to wait for.
         """
         from contextlib import ExitStack
 
         from rclpy.exceptions import InvalidHandle
 
-        handlers = list(getattr(subscription, 'event_handlers', ()))
-        try:
-            with ExitStack() as held:
-                for item in (self._context.handle, self._wake.handle,
-                             *(() if subscription is None else (subscription.handle,)),
-                             *handlers):
-                    held.enter_context(item)
-                wait_set = _rclpy.WaitSet(0 if subscription is None else 1, 1, 0, 0, 0,
-                                          len(handlers), self._context.handle)
-                wait_set.clear_entities()
-                if subscription is not None:
-                    wait_set.add_subscription(subscription.handle)
-                wait_set.add_guard_condition(self._wake.handle)
-                for handler in handlers:
-                    handler.add_to_wait_set(wait_set)
-                wait_set.wait(int(timeout_s * 1e9))
-                for handler in handlers:
-                    if handler.is_ready(wait_set):
-                        _run_event(handler)
-                if subscription is None or subscription.handle.pointer not in \
-                        wait_set.get_ready_entities('subscription'):
-                    return None
-                return subscription.handle.take_message(subscription.msg_type,
-                                                        subscription.raw)
-        except InvalidHandle:  # destroyed before the wait began
-            return None
+        with ExitStack() as held:
+            held.enter_context(self._context.handle)
+            held.enter_context(self._wake.handle)
+            handlers: list[Any] = []
+            if subscription is not None:
+                try:
+                    held.enter_context(subscription.handle)
+                    for handler in getattr(subscription, 'event_handlers', ()):
+                        held.enter_context(handler)
+                        handlers.append(handler)
+                except InvalidHandle:  # destroyed before the wait began
+                    subscription, handlers = None, []
+            wait_set = _rclpy.WaitSet(0 if subscription is None else 1, 1, 0, 0, 0,
+                                      len(handlers), self._context.handle)
+            wait_set.clear_entities()
+            if subscription is not None:
+                wait_set.add_subscription(subscription.handle)
+            wait_set.add_guard_condition(self._wake.handle)
+            for handler in handlers:
+                handler.add_to_wait_set(wait_set)
+            wait_set.wait(int(timeout_s * 1e9))
+            for handler in handlers:
+                if handler.is_ready(wait_set):
+                    _run_event(handler)
+            if subscription is None or subscription.handle.pointer not in \
+                    wait_set.get_ready_entities('subscription'):
+                return None
+            return subscription.handle.take_message(subscription.msg_type, subscription.raw)
 
     def destroy(self) -> None:
         """Destroy the guard condition (after the last :meth:`take`)."""
