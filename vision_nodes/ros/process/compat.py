@@ -31,9 +31,12 @@ renames one breaks here, in one line, and not across the package.
 from __future__ import annotations
 
 import weakref
+from contextlib import ExitStack
 from typing import Any, Callable
 
+from rclpy.exceptions import InvalidHandle
 from rclpy.executors import SingleThreadedExecutor
+from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.subscription import Subscription
 
@@ -107,8 +110,6 @@ class SubscriptionWait:
 
     def __init__(self, context: Any) -> None:
         """Make the wake-up guard condition in ``context`` (the node's)."""
-        from rclpy.guard_condition import GuardCondition
-
         self._context = context
         self._wake = GuardCondition(None, None, context=context)
 
@@ -125,10 +126,6 @@ class SubscriptionWait:
         the wait stays valid until the wait ends. Raises ``InvalidHandle`` once the context or
         this wait is destroyed: nothing is left to wait for.
         """
-        from contextlib import ExitStack
-
-        from rclpy.exceptions import InvalidHandle
-
         with ExitStack() as held:
             held.enter_context(self._context.handle)
             held.enter_context(self._wake.handle)
