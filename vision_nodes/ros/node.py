@@ -146,11 +146,12 @@ class VisionNode(LifecycleNode):
         for model in self.frames.models:
             model.outputs.activate(model.params.current, model.params.switches)
         sub.check_topic()  # nor on an input just made (camera_info) of another type
-        if not isinstance(sub, CameraInputs):
-            self.frames.take_from(sub)  # the inference thread waits on it itself
-        self.frames.start()
         if isinstance(sub, CameraInputs):
+            self.frames.start()
             sub.start()
+        else:
+            self.frames.take_from(sub)  # the inference thread waits on it itself
+            self.frames.start()
         sub.update(self._wanted())
         self._input_timer = self.create_timer(
             0.5, lambda: sub.update_in_timer(self._wanted))

@@ -128,7 +128,10 @@ class FramePath:
         self._thread.start()
 
     def reset(self) -> None:
-        """Set the counts to zero, forget sequence numbers, open the gate."""
+        """Set the counts to zero, forget sequence numbers, open the gate (unless taking).
+
+        A path whose thread takes its frames itself (:meth:`take_from`) keeps it closed.
+        """
         self.stats.reset()
         self.stages.reset()
         self._last_seq.clear()
