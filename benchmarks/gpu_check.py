@@ -12,7 +12,12 @@ CPU, fp32): every detection scoring at least 0.5 in either must have one of the 
 the other with a box IoU of at least 0.95 (fp32), 0.9 (fp16) or 0.75 (int8). A segmentation
 model's matched detections must also have masks of at least that IoU (source pixels), a pose
 model's keypoints within 2 px (fp32, fp16) or 4 px (int8) and scores within 0.05 (0.1 int8)
-of the CPU's. Then it times
+of the CPU's, an oriented-box model's corners within the keypoints' distance; a
+classification model's probabilities within 0.01 (fp32), 0.02 (fp16) or 0.05 (int8) of the
+CPU's, and at fp32 the same top-k classes in the same order. A reduced path (fp16, int8) also
+reports its agreement with fp32 that loading it measured (``precision_check``: box mAP50-95,
+mask mAP, OKS AP, top-1 agreement ... on the validation set; the images passed here when there
+are at least 10 of them, else the default set). Then it times
 
 * bare      - ``runner.infer`` on a tensor already preprocessed (the network alone);
 * pipeline  - preprocess + infer + decode/NMS on the image, as the node runs it (no ROS),
@@ -71,6 +76,8 @@ MIN_IOU = {'fp32': 0.95, 'fp16': 0.9, 'int8': 0.75}
 #: Pose: how far (source pixels) a keypoint, and how much its score, may move, by precision.
 MAX_KEYPOINT_PX = {'fp32': 2.0, 'fp16': 2.0, 'int8': 4.0}
 MAX_KEYPOINT_SCORE = {'fp32': 0.05, 'fp16': 0.05, 'int8': 0.1}
+#: Classification: how far each class's probability may move, by precision.
+MAX_PROBABILITY = {'fp32': 0.01, 'fp16': 0.02, 'int8': 0.05}
 STAGES = ('preprocess', 'infer', 'postprocess')
 
 
@@ -124,6 +131,8 @@ class Outcome:
     stages_ms: dict[str, float] = field(default_factory=dict)
     mismatches: list[str] = field(default_factory=list)
     batches: list[dict[str, Any]] = field(default_factory=list)
+    #: A reduced path's measured agreement with fp32 (``LoadedModel.precision_check``).
+    agreement: dict[str, Any] | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -139,7 +148,8 @@ class Outcome:
                 'detections': self.detections, 'bare_ms': self.bare_ms,
                 'pipeline_ms': self.pipeline_ms, 'pipeline_over_bare': self.ratio,
                 'stages_ms': self.stages_ms,
-                'mismatches': self.mismatches, 'batches': self.batches}
+                'mismatches': self.mismatches, 'batches': self.batches,
+                'agreement': self.agreement}
 
 
 # -- what this machine can run ---------------------------------------------------------------
@@ -192,13 +202,14 @@ def instance_differences(reference: Any, found: Any, precision: str, label: str
     Each reference detection scoring at least MIN_SCORE is paired with the same-class
     detection of ``found`` whose box overlaps it most; detections without a partner are
     :func:`compare`'s to report. Masks (segment) are compared by IoU in source pixels,
-    keypoints (pose) by distance and score.
+    keypoints (pose) by distance and score, rotated boxes (obb) by their corners' distance.
     """
     from vision_nodes.boxes import pairwise_iou
 
     masks = getattr(reference, 'masks', None)
     keypoints = getattr(reference, 'keypoints', None)
-    if masks is None and keypoints is None:
+    corners = getattr(reference, 'polygons', None)
+    if masks is None and keypoints is None and corners is None:
         return []
     problems = []
     for i, (box, score, cls) in enumerate(zip(reference.boxes, reference.scores,
@@ -221,6 +232,33 @@ def instance_differences(reference: Any, found: Any, precision: str, label: str
             if far > MAX_KEYPOINT_PX[precision] or off > MAX_KEYPOINT_SCORE[precision]:
                 problems.append(f'{what}: keypoints up to {far:.2f} px, scores up to '
                                 f'{off:.3f} away')
+        if corners is not None:
+            far = corner_distance(corners[i], found.polygons[j])
+            if far > MAX_KEYPOINT_PX[precision]:
+                problems.append(f'{what}: rotated box corners up to {far:.2f} px away')
+    return problems
+
+
+def corner_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Largest corner distance of two (4, 2) rotated boxes, over the four start corners.
+
+    The same box can be written starting from another corner (an angle a quarter turn
+    apart with width and height swapped), so the corners are compared under each rotation
+    of ``b``'s order and the best is kept.
+    """
+    return min(float(np.hypot(*(a - np.roll(b, k, axis=0)).T).max()) for k in range(4))
+
+
+def classification_differences(reference: Any, found: Any, precision: str, image: str
+                               ) -> list[str]:
+    """List how a path's class probabilities differ from the CPU's beyond ``precision``'s."""
+    problems = []
+    off = float(np.abs(np.asarray(reference.probs) - np.asarray(found.probs)).max())
+    if off > MAX_PROBABILITY[precision]:
+        problems.append(f'{image}: class probabilities up to {off:.4f} away')
+    if precision == 'fp32' and list(reference.class_ids) != list(found.class_ids):
+        problems.append(f'{image}: top classes {list(map(int, found.class_ids))}, the CPU '
+                        f'{list(map(int, reference.class_ids))}')
     return problems
 
 
@@ -228,6 +266,8 @@ def compare(reference: Any, found: Any, precision: str, image: str) -> list[str]
     """List the differences between the CPU's results and a path's, both ways."""
     from vision_nodes.boxes import unmatched
 
+    if not hasattr(reference, 'boxes'):
+        return classification_differences(reference, found, precision, image)
     min_iou = MIN_IOU[precision]
     return (unmatched(reference, found, MIN_SCORE, min_iou, f'{image}: missing from the GPU: ')
             + unmatched(found, reference, MIN_SCORE, min_iou, f'{image}: not found on the CPU: ')
@@ -353,6 +393,7 @@ def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
             outcome.detections.append(int((found.scores >= MIN_SCORE).sum()))
             outcome.mismatches += compare(reference[name], found, path.precision, name)
         outcome.status = 'MISMATCH' if outcome.mismatches else 'match'
+        outcome.agreement = agreement_of(model)
         first = next(iter(setup.images.values()))
         timings = measure(model, first, setup.params, setup.frames)
         outcome.bare_ms, outcome.pipeline_ms = timings['bare_ms'], timings['pipeline_ms']
@@ -363,6 +404,19 @@ def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
     finally:
         model.close()
     return outcome
+
+
+def agreement_of(model: Any) -> dict[str, Any] | None:
+    """Return what loading ``model`` measured of its precision against fp32 (None: fp32)."""
+    check = getattr(model, 'precision_check', None)
+    if check is None or check.compute_type == 'fp32':
+        return None
+    found = check.agreement
+    if found is None:
+        return {'compute_type': check.compute_type, 'value': None, 'line': check.line()}
+    return {'compute_type': check.compute_type, 'measure': found.measure,
+            'value': round(found.value, 4), 'images': found.images,
+            'details': found.details, 'line': check.line()}
 
 
 def cpu_reference(setup: Setup) -> tuple[dict[str, Any], Outcome]:
@@ -437,6 +491,9 @@ def table(outcomes: Sequence[Outcome]) -> str:
         lines.append('| ' + ' | '.join(row) + ' |')
     for o in outcomes:
         lines += [f'  {o.path.name}: {m}' for m in o.mismatches]
+    agreed = [f"- {o.path.name}: {o.agreement['line']}" for o in outcomes if o.agreement]
+    if agreed:
+        lines += ['', 'measured against fp32 when loaded:'] + agreed
     for o in outcomes:
         if o.batches:
             lines += ['', f'{o.path.name}, batches of the first image (ms per batch):',
@@ -529,7 +586,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vision_nodes.tasks import resolve_manifest
     from vision_nodes.platform import cuda
     from vision_nodes.platform.devices import DeviceError, require_device
-    from vision_nodes.tasks.detect import DetectionParams
+    from vision_nodes.tasks.registry import create_task, param_defaults
 
     use_default_model_dir()
     paths = [p for p in PATHS if not args.paths or p.name in args.paths]
@@ -559,7 +616,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               'zidane.jpg, is not installed)', file=sys.stderr)
         return 2
     manifest = resolve_manifest(args.model)
-    thresholds = manifest.thresholds
     work = Path(tempfile.mkdtemp(prefix='gpu_check_'))
     try:
         calibration = work / 'calibration'
@@ -567,8 +623,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in images:
             shutil.copy(folder / name, calibration / name)
         setup = Setup(manifest, images,
-                      DetectionParams(thresholds.confidence, thresholds.iou,
-                                      thresholds.max_detections),
+                      create_task(manifest).make_params(param_defaults(manifest)),
                       args.cache_dir or work / 'cache', calibration, args.device, args.frames,
                       print if args.verbose else (lambda _: None), args.batch)
         reference, cpu = cpu_reference(setup)

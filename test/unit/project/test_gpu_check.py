@@ -303,3 +303,45 @@ def test_ultralytics_predict_is_timed_and_each_pipeline_put_beside_it(gpu_check,
     on_no_gpu = dataclasses.replace(setup, device='0')  # this machine has no GPU 0
     none, why = gpu_check.ultralytics_predict(on_no_gpu, image)
     assert none is None and why.startswith('Ultralytics failed: ') and '\n' not in why, why
+
+
+@pytest.mark.parametrize('model', ['yolov8n_obb', 'yolov8n_cls'])
+def test_oriented_boxes_and_classification_run_through_the_fakes(gpu_check, fake_gpu_machine,
+                                                                 model, model_dir, assets,
+                                                                 tmp_path, capsys):
+    """The two newer tasks are compared by their own results (rotated corners; class
+    probabilities and top-k order), and a reduced path reports the agreement with fp32 that
+    loading it measured on the validation set."""
+    report = tmp_path / 'report.json'
+    code = gpu_check.main(['--model', model, '--frames', '1', '--min-score', '0.05',
+                           '--paths', 'onnx-cuda', 'tensorrt-fp32', 'tensorrt-fp16',
+                           '--json', str(report), '--cache-dir', str(tmp_path / 'cache')])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    results = {r['path']: r for r in json.loads(report.read_text())['results']}
+    for name in ('onnx-cuda', 'tensorrt-fp32', 'tensorrt-fp16'):
+        assert results[name]['status'] == 'match', (name, results[name])
+    assert results['tensorrt-fp32']['agreement'] is None
+    measured = results['tensorrt-fp16']['agreement']
+    assert measured['compute_type'] == 'fp16'
+    assert 'measured against fp32 when loaded:' in out
+
+
+def test_classification_and_rotated_box_comparisons_catch_a_difference(gpu_check):
+    """The comparisons are real: a moved probability or swapped order is reported, and a
+    rotated box written from another corner is the same box, while a moved one is not."""
+    from vision_nodes.tasks.classify import Classification
+
+    probs = np.array([0.6, 0.3, 0.1], np.float32)
+    cpu = Classification(probs, np.array([0, 1, 2]), probs)
+    moved = probs + np.array([-0.015, 0.015, 0.0], np.float32)
+    gpu = Classification(moved, np.array([0, 1, 2]), moved)
+    assert gpu_check.compare(cpu, gpu, 'fp16', 'a.jpg') == []
+    assert gpu_check.compare(cpu, gpu, 'fp32', 'a.jpg') == [
+        'a.jpg: class probabilities up to 0.0150 away']
+    swapped = Classification(probs, np.array([1, 0, 2]), probs)
+    assert gpu_check.compare(cpu, swapped, 'fp32', 'a.jpg') == [
+        'a.jpg: top classes [1, 0, 2], the CPU [0, 1, 2]']
+    box = np.array([[0, 0], [4, 0], [4, 2], [0, 2]], np.float64)
+    assert gpu_check.corner_distance(box, np.roll(box, 1, axis=0)) == 0.0
+    assert gpu_check.corner_distance(box, box + [3.0, 4.0]) == pytest.approx(5.0)
