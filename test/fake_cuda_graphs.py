@@ -69,6 +69,8 @@ class FakeCudaGraphs:
         self.fail_capture = fail_capture
         self.captures = 0
         self.replays = 0
+        #: ``torch.cuda.graph``'s ``capture_error_mode`` of each capture.
+        self.capture_modes: list[str] = []
 
     def CUDAGraph(self) -> FakeGraph:  # noqa: N802 - torch's name
         return FakeGraph(self)
@@ -84,7 +86,9 @@ class FakeCudaGraphs:
         yield
 
     @contextmanager
-    def graph(self, graph: FakeGraph):
+    def graph(self, graph: FakeGraph, pool: Any = None, stream: Any = None,
+              capture_error_mode: str = 'global'):
+        self.capture_modes.append(capture_error_mode)
         if self.fail_capture:
             raise RuntimeError('operation not permitted when stream is capturing')
         recorder = _Recorder()

@@ -4,7 +4,8 @@ A small network on a fast GPU is bound by Python launching its kernels one by on
 as a CUDA graph the same kernels run back to back. :class:`GraphReplay` captures a function
 (the device pre-processing and the module) per kind of input at one network shape, after
 warm-up runs on a side stream (PyTorch's documented recipe: ``torch.cuda.CUDAGraph``,
-``torch.cuda.graph``), and replays it with the frame copied into the captured input.
+``torch.cuda.graph``), and replays it with the frame copied into the captured input. The
+capture is this thread's alone (:data:`CAPTURE_MODE`): other threads keep running CUDA.
 
 Graphs are kept for one network shape at a time: a module may cache tensors per input shape
 (Ultralytics' heads keep their anchors) and a graph reads those by address, so a call at
@@ -22,6 +23,13 @@ from ..text import clip
 
 #: Eager runs on the side stream before a capture (allocator and cuDNN warm-up).
 WARMUP_RUNS = 3
+#: The capture forbids unsafe CUDA calls (a ``cudaMalloc``, a sync) in this thread only.
+#: PyTorch's default, ``global``, fails them in every thread of the process while a capture
+#: is under way: another model's inference or load on another thread (several models in one
+#: node, the precision check loading the fp32 twin beside the reduced model) then failed
+#: with "operation not permitted when stream is capturing", and so did the capture (seen on
+#: an H200, pose and oriented boxes at fp16, 2026-11-28).
+CAPTURE_MODE = 'thread_local'
 
 
 class GraphReplay:
@@ -78,7 +86,7 @@ class GraphReplay:
                     self._forward(static_in)
             cuda.current_stream(self._device).wait_stream(side)
             graph = cuda.CUDAGraph()
-            with cuda.graph(graph):
+            with cuda.graph(graph, capture_error_mode=CAPTURE_MODE):
                 static_out = self._forward(static_in)
         except Exception as exc:  # noqa: BLE001 - capture fails in many ways; eager still runs
             self.failed = True

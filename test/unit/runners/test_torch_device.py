@@ -368,6 +368,10 @@ def test_replay_reads_each_new_input():
         graphs.run(torch.zeros(1, 3, 16, 8), (16, 8))  # another shape: the old graph goes
         assert fake.captures == 2 and graphs.captured == 1
     assert lines == []
+    # PyTorch's default ('global') fails other threads' CUDA calls during a capture: another
+    # model's inference, or the precision check's fp32 twin loading beside it (seen on an
+    # H200). Each capture is this thread's alone.
+    assert fake.capture_modes == ['thread_local', 'thread_local']
 
 
 def test_failed_capture_runs_eagerly_with_one_warning(device_path_on_cpu, engine_cache_dir,
