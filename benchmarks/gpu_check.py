@@ -59,6 +59,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -358,6 +359,8 @@ class Setup:
     frames: int
     log: Any
     batches: Sequence[int] = ()
+    #: ``--verbose``: a path that fails to load also prints its traceback.
+    verbose: bool = False
 
 
 def batchable(runner: Any) -> bool:
@@ -384,6 +387,8 @@ def run_path(path: GpuPath, setup: Setup, reference: dict[str, Any]) -> Outcome:
             calibration_dir=str(setup.calibration_dir), torch_compile=path.torch_compile,
             device_io=path.device_io, cuda_graphs=path.cuda_graphs, log=setup.log)
     except Exception as exc:  # noqa: BLE001 - any load failure is this path's result
+        if setup.verbose:
+            traceback.print_exc()
         outcome.status = 'cannot run'
         outcome.reason = f'load failed: {type(exc).__name__}: {str(exc).splitlines()[0]}'
         return outcome
@@ -625,7 +630,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup = Setup(manifest, images,
                       create_task(manifest).make_params(param_defaults(manifest)),
                       args.cache_dir or work / 'cache', calibration, args.device, args.frames,
-                      print if args.verbose else (lambda _: None), args.batch)
+                      print if args.verbose else (lambda _: None), args.batch,
+                      args.verbose)
         reference, cpu = cpu_reference(setup)
         outcomes = [cpu] + [run_path(path, setup, reference) for path in paths]
         predict_ms, no_predict = (ultralytics_predict(setup, next(iter(images.values())))

@@ -71,6 +71,8 @@ class FakeCudaGraphs:
         self.replays = 0
         #: ``torch.cuda.graph``'s ``capture_error_mode`` of each capture.
         self.capture_modes: list[str] = []
+        #: Captures made with the process-wide CUDA lock held.
+        self.locked_captures = 0
 
     def CUDAGraph(self) -> FakeGraph:  # noqa: N802 - torch's name
         return FakeGraph(self)
@@ -89,6 +91,9 @@ class FakeCudaGraphs:
     def graph(self, graph: FakeGraph, pool: Any = None, stream: Any = None,
               capture_error_mode: str = 'global'):
         self.capture_modes.append(capture_error_mode)
+        from vision_nodes.runners.torch_graphs import CUDA_LOCK
+
+        self.locked_captures += CUDA_LOCK.locked()
         if self.fail_capture:
             raise RuntimeError('operation not permitted when stream is capturing')
         recorder = _Recorder()

@@ -5,7 +5,8 @@ as a CUDA graph the same kernels run back to back. :class:`GraphReplay` captures
 (the device pre-processing and the module) per kind of input at one network shape, after
 warm-up runs on a side stream (PyTorch's documented recipe: ``torch.cuda.CUDAGraph``,
 ``torch.cuda.graph``), and replays it with the frame copied into the captured input. The
-capture is this thread's alone (:data:`CAPTURE_MODE`): other threads keep running CUDA.
+capture is this thread's alone (:data:`CAPTURE_MODE`): other threads keep running CUDA,
+except the device-wide calls that :data:`CUDA_LOCK` keeps apart from it.
 
 Graphs are kept for one network shape at a time: a module may cache tensors per input shape
 (Ultralytics' heads keep their anchors) and a graph reads those by address, so a call at
@@ -16,6 +17,7 @@ model with one log line; the eager module keeps running.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 from ..limits import MAX_CUDA_GRAPHS
@@ -30,6 +32,11 @@ WARMUP_RUNS = 3
 #: with "operation not permitted when stream is capturing", and so did the capture (seen on
 #: an H200, pose and oriented boxes at fp16, 2026-11-28).
 CAPTURE_MODE = 'thread_local'
+#: Held through a capture (its warm-up runs included) and by the calls that must never meet
+#: one in another thread of the process: a device-wide synchronize or free of memory
+#: (``empty_cache``), which would end the capture with the same error. One lock for every
+#: model: captures are rare (one per input shape), so nothing waits on it in steady state.
+CUDA_LOCK = threading.Lock()
 
 
 class GraphReplay:
@@ -76,6 +83,10 @@ class GraphReplay:
         self._shape = None
 
     def _capture(self, x: Any, key: tuple[Any, ...]) -> tuple[Any, Any, Any] | None:
+        with CUDA_LOCK:
+            return self._capture_locked(x, key)
+
+    def _capture_locked(self, x: Any, key: tuple[Any, ...]) -> tuple[Any, Any, Any] | None:
         cuda = self._cuda
         try:
             static_in = x.to(self._device, copy=True)

@@ -24,7 +24,7 @@ from ..platform.cpu import cpu_info
 from ..text import clip, show
 from .base import Runner, RunnerConfig, RunnerError
 from .torch_device import DeviceInput, DeviceOutput
-from .torch_graphs import GraphReplay
+from .torch_graphs import CUDA_LOCK, GraphReplay
 
 #: Why Ultralytics models run eagerly (logged once per load).
 ULTRALYTICS_COMPILE_REASON = (
@@ -219,7 +219,9 @@ class TorchRunner(Runner):
                 # A copy: the next replay of a graph overwrites its captured outputs.
                 outputs = tuple(t.to(torch.float32, copy=True) for t in outputs)
                 if self._device.type == 'cuda':
-                    torch.cuda.synchronize(self._device)
+                    # This thread's stream only: a device-wide synchronize fails while
+                    # another model captures a CUDA graph on another thread (and ends it).
+                    torch.cuda.current_stream(self._device).synchronize()
                 return [DeviceOutput(t) for t in outputs]
             return [t.float().cpu().numpy() for t in outputs]
 
@@ -227,7 +229,8 @@ class TorchRunner(Runner):
         self._module = None
         self._graphs = self._input = None
         if self._device is not None and self._device.type == 'cuda':
-            _torch().cuda.empty_cache()
+            with CUDA_LOCK:  # frees device-wide: never during another model's capture
+                _torch().cuda.empty_cache()
 
     def describe(self) -> dict[str, Any]:
         torch = _torch()

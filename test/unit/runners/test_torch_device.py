@@ -370,8 +370,10 @@ def test_replay_reads_each_new_input():
     assert lines == []
     # PyTorch's default ('global') fails other threads' CUDA calls during a capture: another
     # model's inference, or the precision check's fp32 twin loading beside it (seen on an
-    # H200). Each capture is this thread's alone.
+    # H200). Each capture is this thread's alone, and holds the lock that keeps device-wide
+    # calls (a synchronize, ``empty_cache``) of other threads away from it.
     assert fake.capture_modes == ['thread_local', 'thread_local']
+    assert fake.locked_captures == 2
 
 
 def test_failed_capture_runs_eagerly_with_one_warning(device_path_on_cpu, engine_cache_dir,
