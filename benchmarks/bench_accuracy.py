@@ -197,9 +197,7 @@ def _load(manifest: Any, config: Config, calibration: str, cache: str, log: list
 
 def _params(model: Any) -> Any:
     """Return the post-processing parameters the node starts with (the manifest's)."""
-    from vision_nodes.tasks.registry import param_defaults
-
-    return model.task.make_params(param_defaults(model.manifest))
+    return model.default_params()
 
 
 def _pass(model: Any, images: list[np.ndarray]) -> float:

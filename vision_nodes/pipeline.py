@@ -23,7 +23,7 @@ from .platform.cuda import CudaError
 from .runners.base import Runner, RunnerConfig, RunnerError
 from .runners.registry import Selection, artifact_request, resolve, runner_class, select
 from .stage_times import mark
-from .tasks import Task, create_task
+from .tasks import Task, create_task, param_defaults
 from .tasks.preprocess import rect_shape
 from .text import clip
 
@@ -65,6 +65,10 @@ class LoadedModel:
             shape = self._shapes[source_hw] = rect_shape(
                 source_hw, self.manifest.input_size, self.manifest.stride)
         return shape
+
+    def default_params(self) -> Any:
+        """Return the task's parameters at the manifest's defaults (what a node starts with)."""
+        return self.task.make_params(param_defaults(self.manifest))
 
     def process(self, image: np.ndarray, encoding: str, params: Any,
                 shape: tuple[int, int] | None = None) -> Any:
@@ -190,7 +194,6 @@ def accuracy_control(manifest: ModelManifest, calibration_dir: str,
     from .artifacts.calibration import calibration_image
     from .artifacts.quantize import AccuracyControl
     from .artifacts.validation import ValidationError, validation_set
-    from .tasks.registry import param_defaults
 
     folder = str(manifest.resolve_path(manifest.validation_dir)) \
         if manifest.validation_dir else ''

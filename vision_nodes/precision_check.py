@@ -33,7 +33,6 @@ from .artifacts.calibration import CalibrationError, calibration_image
 from .artifacts.onnx_export import weights_sha256
 from .artifacts.validation import ValidationError, ValidationSet, validation_set
 from .runners.base import RunnerError
-from .tasks.registry import param_defaults
 from .text import clip
 
 #: Bump when what is measured changes (the measures, the images' handling).
@@ -69,8 +68,7 @@ def _results(model: Any, decoded: list[Any]) -> list[Any]:
     cost 2-3 times a first configure of YOLOv8n (seven shapes compiled twice, fp32 and
     reduced); the arithmetic measured is the same.
     """
-    task = model.task
-    params = task.make_params(param_defaults(model.manifest))
+    params = model.default_params()
     shape = tuple(model.manifest.input_size)
     out = []
     for image in decoded:
