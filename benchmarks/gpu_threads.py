@@ -7,10 +7,10 @@ With CUDA graphs (``use_cuda_graphs``) a model captures a graph for each new inp
 a capture must not meet another thread's device-wide call (``runners/torch_graphs.py``). This
 loads every ``--models`` entry on the backend, then:
 
+* alone    - each model on its own, the images once: the reference;
 * together - every model on its own thread, all started at once, each running the images in
              its own rotated order for ``--rounds`` rounds (so input shapes change, and graphs
-             are captured, while the other models run);
-* alone    - each model on its own, the same images once: the reference.
+             are captured, while the other models run).
 
 Every frame of ``together`` must give what ``alone`` gives for the same image and model
 (``gpu_check``'s comparison at fp32: detections at box IoU 0.95 and their masks, keypoints
@@ -53,44 +53,41 @@ class Loaded:
     def __init__(self, entry: str, backend: str, device: str) -> None:
         from vision_nodes.pipeline import build_pipeline
         from vision_nodes.tasks import resolve_manifest
-        from vision_nodes.tasks.registry import param_defaults
 
         name, _, precision = entry.partition(':')
         self.entry, self.precision = entry, precision or 'fp32'
         self.log: list[str] = []
-        manifest = resolve_manifest(name)
-        self.model = build_pipeline(manifest, backend, device=device, precision=self.precision,
-                                    log=self._log)
-        self.params = self.model.task.make_params(param_defaults(manifest))
-        self.together: dict[int, list[Any]] = {}
+        self.model = build_pipeline(resolve_manifest(name), backend, device=device,
+                                    precision=self.precision, log=self._log)
+        self.params = self.model.default_params()
+        #: Each image's results with the model alone (:meth:`run_alone`).
+        self.alone: list[Any] = []
+        self.differences: list[str] = []
         self.errors: list[str] = []
         self.frames = 0
 
     def _log(self, line: str) -> None:
         self.log.append(str(line))  # list.append is atomic: several threads log at once
 
-    def run_together(self, images: Sequence[Any], rounds: int, start: threading.Event) -> None:
-        """Run ``rounds`` rotations of ``images``, keeping each image's results."""
+    def run_alone(self, images: Sequence[Any]) -> None:
+        """Run every image once, the other models idle: the reference."""
+        self.alone = [self.model.process(image, 'bgr8', self.params) for image in images]
+
+    def run_together(self, images: Sequence[Any], names: Sequence[str], rounds: int,
+                     start: threading.Event) -> None:
+        """Run ``rounds`` rotations of ``images``; note how each frame differs from alone."""
         start.wait()
         try:
             for turn in range(rounds):
                 for step in range(len(images)):
                     index = (step + turn) % len(images)
                     found = self.model.process(images[index], 'bgr8', self.params)
-                    self.together.setdefault(index, []).append(found)
+                    self.differences += gpu_check.compare(self.alone[index], found, 'fp32',
+                                                          names[index])
                     self.frames += 1
         except Exception as exc:  # noqa: BLE001 - reported: the check's finding
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ''
             self.errors.append(f'{type(exc).__name__}: {first}')
-
-    def differences(self, images: Sequence[Any], names: Sequence[str]) -> list[str]:
-        """Run every image alone and list how the ``together`` frames differ from it."""
-        problems = []
-        for index, image in enumerate(images):
-            alone = self.model.process(image, 'bgr8', self.params)
-            for found in self.together.get(index, []):
-                problems += gpu_check.compare(alone, found, 'fp32', names[index])
-        return problems
 
     def failed_captures(self) -> list[str]:
         return [line for line in self.log if 'capture failed' in line]
@@ -132,8 +129,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     names, frames = list(images), list(images.values())
     loaded = [Loaded(entry, args.backend, args.device) for entry in args.models]
     try:
+        for m in loaded:
+            m.run_alone(frames)
         start = threading.Event()
-        threads = [threading.Thread(target=m.run_together, args=(frames, args.rounds, start),
+        threads = [threading.Thread(target=m.run_together,
+                                    args=(frames, names, args.rounds, start),
                                     name=f'model-{m.entry}') for m in loaded]
         for thread in threads:
             thread.start()
@@ -142,11 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for thread in threads:
             thread.join()
         seconds = time.monotonic() - began
-        rows = []
-        for m in loaded:
-            problems = m.differences(frames, names)
-            rows.append({'model': m.entry, 'frames': m.frames, 'differences': problems,
-                         'failed_captures': m.failed_captures(), 'errors': m.errors})
+        rows = [{'model': m.entry, 'frames': m.frames, 'differences': m.differences,
+                 'failed_captures': m.failed_captures(), 'errors': m.errors} for m in loaded]
     finally:
         for m in loaded:
             m.model.close()

@@ -57,7 +57,7 @@ def test_a_thread_that_differs_or_raises_fails_the_check(gpu_threads, model_dir,
     """A result moved on the threads, or an exception there, is reported and exits 1."""
     real = gpu_threads.Loaded.run_together
 
-    def planted(self, images, rounds, start):
+    def planted(self, images, names, rounds, start):
         process = self.model.process
 
         def moved(image, encoding, params):
@@ -68,7 +68,7 @@ def test_a_thread_that_differs_or_raises_fails_the_check(gpu_threads, model_dir,
 
         self.model.process = moved
         try:
-            real(self, images, rounds, start)
+            real(self, images, names, rounds, start)
         finally:
             self.model.process = process
 
