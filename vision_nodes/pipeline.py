@@ -42,9 +42,9 @@ class LoadedModel:
     runner: Runner
     task: Task
     labels: list[str]
-    #: Input shape (height, width) per source resolution, for rect inference.
     #: A reduced precision's agreement with fp32 (:mod:`.precision_check`); None: not checked.
     precision_check: Any = None
+    #: Input shape (height, width) per source resolution, for rect inference.
     _shapes: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict, repr=False)
     _prepared: tuple[int, int] | None = field(default=None, repr=False)
 
