@@ -19,6 +19,7 @@ from std_msgs.msg import Header
 
 from node_harness import node_in_own_context
 from vision_nodes.ros.inputs.frame_path import FramePath
+from vision_nodes.ros.process import compat
 from vision_nodes.ros.process.compat import SubscriptionWait
 from vision_nodes.tools.client import wait_for
 
@@ -51,7 +52,7 @@ def test_a_frame_that_came_while_the_gate_was_shut_is_timed_from_its_opening(nod
     path = FramePath(node, log_error=lambda _: None, lazy=lambda: False, sink=sink)
     try:
         now = time.time_ns()
-        path.on_image_with_info('first', _info(1, now - 3_000_000, now - 2_000_000))
+        path.on_image('first', _info(1, now - 3_000_000, now - 2_000_000))
         assert not path.gate.open
         _, times, called = sink.items[-1]
         # Nothing was in flight: taken as delivered.
@@ -61,14 +62,14 @@ def test_a_frame_that_came_while_the_gate_was_shut_is_timed_from_its_opening(nod
         path.reopen()
         opened = path._opened_ns
         assert path.gate.open and opened >= arrived
-        path.on_image_with_info('second', _info(2, arrived - 1_000_000, arrived))
+        path.on_image('second', _info(2, arrived - 1_000_000, arrived))
         _, times, called = sink.items[-1]
         # dds_in stays the middleware's; receive starts when the frame could be taken.
         assert times[:2] == (arrived - 1_000_000, arrived) and times[2] == opened
         assert called >= opened
         # Without the middleware's timestamps the frame carries none.
         path.reopen()
-        path.on_image_with_info('third', {'source_timestamp': 0, 'received_timestamp': 0})
+        path.on_image('third', {'source_timestamp': 0, 'received_timestamp': 0})
         assert sink.items[-1][1] is None
     finally:
         path.close()
@@ -80,12 +81,47 @@ def test_the_gap_in_sequence_numbers_counts_dropped_frames(node):
     try:
         now = time.time_ns()
         for seq in (7, 8, 12):  # 9, 10 and 11 were replaced in the middleware
-            path.on_image_with_info(f'frame {seq}', _info(seq, now, now))
+            path.on_image(f'frame {seq}', _info(seq, now, now))
             path.reopen()
         snap = path.stats.snapshot()
         assert [m for m, _, _ in sink.items] == ['frame 7', 'frame 8', 'frame 12']
         assert (snap.received, snap.dropped) == (6, 3)
     finally:
+        path.close()
+
+
+def test_the_subscription_callback_gets_the_message_info_where_rclpy_gives_it(node):
+    """with_message_info: this rclpy hands the info (timestamps, sequence number) on; Humble's,
+    which calls a callback with the message alone, gets None for it (no drops counted)."""
+    sink = Sink()
+    path = FramePath(node, log_error=lambda _: None, lazy=lambda: False, sink=sink)
+    pub = node.create_publisher(Header, 'info_frames', RELIABLE)
+    sub = node.create_subscription(Header, 'info_frames', compat.with_message_info(path.on_image),
+                                   RELIABLE)
+    waiter = SubscriptionWait(node.context)
+    try:
+        assert compat.MESSAGE_INFO  # kilted: callbacks may take the info
+        assert wait_for(lambda: pub.get_subscription_count() > 0, 30.0)
+        pub.publish(Header(frame_id='with info'))
+        taken = []
+        assert wait_for(lambda: taken.append(waiter.take(sub, 0.1)) or taken[-1], 60.0)
+        sub.callback(*taken[-1])  # as the executor would call it: (message, info)
+        msg, times, _ = sink.items[-1]
+        assert msg.frame_id == 'with info'
+        assert times is not None and times[0] <= times[1]  # DDS source and reception times
+        humble = []
+        compat.MESSAGE_INFO = False
+        try:
+            compat.with_message_info(lambda msg, info: humble.append((msg, info)))('m')
+        finally:
+            compat.MESSAGE_INFO = True
+        assert humble == [('m', None)]
+        path.on_image('alone')  # what a Humble subscription hands over
+        assert sink.items[-1][0] == 'alone' and sink.items[-1][1] is None
+    finally:
+        waiter.destroy()
+        node.destroy_subscription(sub)
+        node.destroy_publisher(pub)
         path.close()
 
 
@@ -181,7 +217,7 @@ class Source:
 
     def deliver(self, data: bytes, info) -> None:
         self.threads.append(threading.current_thread().name)
-        self._path.callback(data, info)
+        self._path.on_image(data, info)
 
 
 def test_the_inference_thread_takes_its_frames_itself(node):

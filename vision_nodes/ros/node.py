@@ -136,7 +136,7 @@ class VisionNode(LifecycleNode):
         """
         topics = list(self.parameters.value('image_topics'))
         sub = CameraInputs(self, self.frames, self.parameters.value, self._log_error, topics) \
-            if topics else ImageInput(self, self.frames.callback, self.parameters.value,
+            if topics else ImageInput(self, self.frames.on_image, self.parameters.value,
                                       self._log_error, self.frames.gate,
                                       on_error=self.frames.frame_error)
         self._input = sub  # undone by _stop_input if what follows fails

@@ -26,7 +26,7 @@ class CameraInputs:
         self._frames = frames
         self._param = param
         #: One input per camera, in ``image_topics`` order.
-        self.inputs = [ImageInput(node, camera.callback, param, log_error, camera.gate,
+        self.inputs = [ImageInput(node, camera.on_image, param, log_error, camera.gate,
                                   topic=topic, on_error=self.batcher.error_from(index))
                        for index, (camera, topic) in enumerate(zip(self.batcher.cameras,
                                                                    topics))]

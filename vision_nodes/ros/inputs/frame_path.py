@@ -112,7 +112,7 @@ class FramePath:
 
         ``source`` (an :class:`~.subscription.ImageInput`) gives its current rclpy
         ``subscription`` (None while it has none) and ``deliver``s a taken message to this
-        path's :attr:`callback`; its subscription is in :attr:`gate`, which then stays closed
+        path's :meth:`on_image`; its subscription is in :attr:`gate`, which then stays closed
         so that the executor never takes from it. :meth:`stop` ends this.
         """
         self._source = source
@@ -154,24 +154,25 @@ class FramePath:
             pool.shutdown(wait=True)
         self._helpers = {}
 
-    @property
-    def callback(self) -> Callable[..., None]:
-        """Return the image subscription handler (with message info where rclpy gives it)."""
-        return self.on_image_with_info if compat.MESSAGE_INFO else self.on_image
+    def on_image(self, msg: Any, info: Any = None) -> None:
+        """Close the gate and hand the frame to the thread: the image input's callback.
 
-    def on_image(self, msg: Any, times: tuple[int, ...] | None = None) -> None:
-        """Close the gate and hand the frame to the thread.
-
-        ``times``: the DDS source and reception timestamps (system-clock ns), and when the
-        frame could first be taken: its reception, or the gate's opening if it came later.
+        ``info``, the message info where rclpy gives it (Jazzy and later): the gap in the
+        publisher's sequence numbers counts the frames the middleware dropped before this one,
+        and its DDS source and reception timestamps time the frame's way in.
         """
         self.gate.open = False
+        times = self._times(info) if isinstance(info, dict) else None
         self.stats.on_received()
         self._frames.put((msg, times, time.time_ns()))
 
-    def on_image_with_info(self, msg: Any, info: Any) -> None:
-        """Count the frames the middleware dropped before this one, then :meth:`on_image`."""
-        seq = info.get('publication_sequence_number') if isinstance(info, dict) else None
+    def _times(self, info: dict) -> tuple[int, ...] | None:
+        """Count the frames dropped before this one; return its DDS times.
+
+        The times (system-clock ns): the source and reception timestamps, and when the frame
+        could first be taken: its reception, or the gate's opening if it came later.
+        """
+        seq = info.get('publication_sequence_number')
         gid = (info.get('publisher_gid') or {}).get('data') if seq is not None else None
         if gid is not None:
             last = self._last_seq.get(bytes(gid))
@@ -180,10 +181,8 @@ class FramePath:
                 for _ in range(min(seq - last - 1, 1000)):
                     self.stats.on_received()
                     self.stats.on_dropped()
-        sent, received = (info.get('source_timestamp'), info.get('received_timestamp')) \
-            if isinstance(info, dict) else (None, None)
-        self.on_image(msg, (sent, received, max(received, self._opened_ns))
-                      if sent and received else None)
+        sent, received = info.get('source_timestamp'), info.get('received_timestamp')
+        return (sent, received, max(received, self._opened_ns)) if sent and received else None
 
     def frame_error(self, text: str) -> None:
         """Count and log (rate-limited) an error about one frame."""

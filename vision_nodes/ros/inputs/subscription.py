@@ -52,7 +52,8 @@ class ImageInput:
                  topic: str = 'image', on_error: Callable[[str], None] | None = None) -> None:
         """Subscribe (later) to ``topic``: ``image`` (remappable), or one of ``image_topics``.
 
-        ``callback`` takes each frame (and its message info where rclpy gives it); ``on_error``
+        ``callback(msg, info)`` takes each frame and its message info (None where rclpy gives
+        none: Humble); ``on_error``
         (default ``log_error``) counts and logs a frame whose bytes are refused.
         """
         self._node = node
@@ -97,11 +98,17 @@ class ImageInput:
         return self._sub
 
     def deliver(self, data: bytes, info: Any) -> None:
-        """Hand on a message taken from :attr:`subscription` outside the executor."""
-        if compat.MESSAGE_INFO:
-            self._take_with_info(data, info)
-        else:
-            self._take(data)
+        """Hand the frame in ``data`` on with its message info (None: rclpy gave none).
+
+        The subscription's callback, and what takes from :attr:`subscription` outside the
+        executor calls.
+        """
+        try:
+            msg = self._read(data)
+        except CdrError as exc:
+            self._on_error(f'skipping image: {exc}')
+            return
+        self._callback(msg, info)
 
     def _changed(self) -> None:
         if self.on_change is not None:
@@ -111,11 +118,11 @@ class ImageInput:
         """(Re)create the subscription with this QoS, the overrides given applied over it."""
         self.unsubscribe()
         events = SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible_qos)
-        take = self._take_with_info if compat.MESSAGE_INFO else self._take
         qos = qos_overrides.own_copy(qos)
         chosen = self._policies(qos)
         self._sub = self._node.endpoints.subscription(
-            self.msg_type, self._name, take, qos, label=self.label,
+            self.msg_type, self._name, compat.with_message_info(self.deliver), qos,
+            label=self.label,
             event_callbacks=events, callback_group=self._group, raw=True,
             qos_overriding_options=qos_overrides.options(self.overrides))
         self.qos = qos
@@ -134,26 +141,6 @@ class ImageInput:
         return {'history': qos.history.name.lower(), 'depth': str(qos.depth),
                 'reliability': qos.reliability.name.lower(),
                 'durability': qos.durability.name.lower()}
-
-    def _frame(self, data: bytes) -> Any:
-        """Return the frame read from its serialized bytes, or None once they are refused."""
-        try:
-            return self._read(data)
-        except CdrError as exc:
-            self._on_error(f'skipping image: {exc}')
-            return None
-
-    def _take(self, data: bytes) -> None:
-        """Hand the frame in ``data`` on (rclpy without message info)."""
-        msg = self._frame(data)
-        if msg is not None:
-            self._callback(msg)
-
-    def _take_with_info(self, data: bytes, info: Any) -> None:
-        """Hand the frame in ``data`` on with its message info (sequence numbers, DDS times)."""
-        msg = self._frame(data)
-        if msg is not None:
-            self._callback(msg, info)
 
     def unsubscribe(self) -> None:
         """Destroy the subscription (idempotent)."""

@@ -18,7 +18,8 @@ renames one breaks here, in one line, and not across the package.
   ``RCLInvalidROSArgsError`` / ``UnknownROSArgsError`` for refused start-up arguments
   (:mod:`.startup`); the C extension's exception types have no public import.
 * ``Subscription.CallbackType`` (Jazzy and later): whether subscription callbacks may take
-  the message info as a second argument (Humble's take the message alone).
+  the message info as a second argument (Humble's take the message alone), decided once
+  for the package by :func:`with_message_info`.
 * ``rclpy_implementation.WaitSet`` and ``Subscription.handle.take_message``: a wait set
   of one subscription outside the executor, and the take, as rclpy's own
   ``wait_for_message`` does them (:class:`SubscriptionWait`).
@@ -49,6 +50,17 @@ RCL_ARGUMENT_ERRORS: tuple[type, ...] = tuple(
 UNKNOWN_ROS_ARGS_ERROR: type | tuple = getattr(_rclpy, 'UnknownROSArgsError', ())
 #: Whether subscription callbacks may take ``(msg, message_info)``.
 MESSAGE_INFO: bool = hasattr(Subscription, 'CallbackType')
+
+
+def with_message_info(callback: Callable[[Any, Any], None]) -> Callable[..., None]:
+    """Return ``callback(msg, info)`` as a subscription callback of this rclpy.
+
+    Jazzy and later hand a two-argument callback the message info; Humble hands the message
+    alone, and ``callback`` gets None for the info.
+    """
+    if MESSAGE_INFO:
+        return callback
+    return lambda msg: callback(msg, None)
 
 
 def lifecycle_state(node: Any) -> str:
