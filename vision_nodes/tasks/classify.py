@@ -146,6 +146,8 @@ class ClassifyTask:
         crop = resized_crop(_colour_planes(image), resized, window, prep.interpolation)
         meta = CropMeta((int(image.shape[0]), int(image.shape[1])), resized)
         if self.u8_input:
+            if channels == (0, 1, 2) and crop.shape[2] == 3:  # already in the runner's order
+                return np.ascontiguousarray(crop)[None], meta
             out = np.empty((1, size[0], size[1], 3), np.uint8)
             for dst, src in enumerate(channels):
                 out[0, :, :, dst] = crop[:, :, src]

@@ -391,6 +391,33 @@ def test_classify_takes_every_colour_encoding(bus_bgr):
     np.testing.assert_array_equal(tensor, expected)
 
 
+@pytest.mark.parametrize('numba', [True, False], ids=['compiled', 'pillow'])
+def test_the_8bit_crop_is_bgr_and_contiguous_for_every_encoding(bus_bgr, monkeypatch, numba):
+    """u8_input: the crop a runner converts itself is (1, 224, 224, 3) BGR, C-contiguous,
+    whether the crop is already in that order (bgr8: handed on as it is) or reordered; with
+    Pillow's resize too (its crop is a view of the whole resized image: of a landscape image,
+    not contiguous)."""
+    bus_bgr = np.ascontiguousarray(bus_bgr.transpose(1, 0, 2))  # landscape: columns cropped
+    if not numba:
+        monkeypatch.setattr(resample, 'compiled_pass', lambda: None)
+    task = ClassifyTask(resolve_manifest('yolov8n_cls'))
+    task.u8_input = True
+    want, _ = task.preprocess(bus_bgr, 'bgr8')
+    assert want.shape == (1, 224, 224, 3) and want.flags.c_contiguous
+    floats = ClassifyTask(resolve_manifest('yolov8n_cls')).preprocess(bus_bgr, 'bgr8')[0]
+    np.testing.assert_allclose(want[0, :, :, ::-1].transpose(2, 0, 1) / 255.0, floats[0],
+                               atol=1e-6)  # the same pixels as the float tensor, in BGR
+    rgb = np.ascontiguousarray(bus_bgr[:, :, ::-1])
+    bgra = np.dstack([bus_bgr, np.full(bus_bgr.shape[:2], 7, np.uint8)])
+    for image, encoding in ((rgb, 'rgb8'), (bgra, 'bgra8')):
+        got = task.preprocess(image, encoding)[0]
+        assert got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want)
+    grey = task.preprocess(cv2.cvtColor(bus_bgr, cv2.COLOR_BGR2GRAY), 'mono8')[0]
+    assert grey.shape == want.shape and grey.flags.c_contiguous
+    np.testing.assert_array_equal(grey[..., 0], grey[..., 2])
+
+
 def test_classify_manifest_and_outputs_are_checked():
     base = {'name': 'cls', 'task': 'classify', 'weights': 'x.pt', 'input_size': [224, 224],
             'backends': ['onnx']}
