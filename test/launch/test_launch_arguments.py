@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from launch_skip import NO_LAUNCH_STACK, ros2, skip_reason
-from vision_nodes.ros.process.launch_description import DEFAULT_RESPAWN_DELAY, Output, _note_given
+from vision_nodes.ros.process.launch_description import (DDS_PROFILE_VARIABLE,
+                                                         DEFAULT_RESPAWN_DELAY, Output,
+                                                         _note_given, dds_profile_environment)
 from vision_nodes.ros.params.specs import SPECS
 
 pytest.importorskip('ros2launch', reason=NO_LAUNCH_STACK)
@@ -52,6 +54,7 @@ def test_show_args_gives_real_defaults_and_descriptions(launch_file):
     assert arguments['use_sim_time'][1] == 'false'
     assert arguments['respawn'][1] == 'false'
     assert float(arguments['respawn_delay'][1]) == DEFAULT_RESPAWN_DELAY
+    assert arguments['dds_profile'][1] == ''
     assert arguments['model'][1] == MODELS[launch_file]
     assert arguments['backend'][1] == 'auto'
     for name in ('image_transport', 'batch_window', 'max_batch'):
@@ -94,3 +97,53 @@ def test_the_old_depth_topic_argument_is_refused_in_one_line():
     lines = [line for line in (run.stdout + run.stderr).splitlines() if 'depth_topic' in line]
     assert len(lines) == 1 and "depth_topic:='/cam/depth' is no longer an argument" in lines[0]
     assert 'give depth_namespace:=<namespace>' in lines[0]
+
+
+def test_dds_profile_sets_the_node_process_fast_dds_profile(tmp_path, monkeypatch):
+    """dds_profile: empty leaves the environment; large_images is the package's file (the
+    installed share folder's, as the launch tests install it, else the source tree's, also
+    with no ament environment at all); a path must be a readable XML file."""
+    assert dds_profile_environment('') == {} and dds_profile_environment('  ') == {}
+    (found,) = dds_profile_environment('large_images').values()
+    assert Path(found).read_bytes() == (ROOT / 'config/fastdds_large_images.xml').read_bytes()
+    monkeypatch.delenv('AMENT_PREFIX_PATH', raising=False)
+    assert dds_profile_environment('large_images') == {
+        DDS_PROFILE_VARIABLE: str(ROOT / 'config/fastdds_large_images.xml')}
+    own = tmp_path / 'profile.xml'
+    own.write_text('<profiles xmlns="http://www.eprosima.com"/>')
+    assert dds_profile_environment(str(own)) == {DDS_PROFILE_VARIABLE: str(own.resolve())}
+    monkeypatch.setenv('HOME', str(tmp_path))
+    assert dds_profile_environment('~/profile.xml') == {DDS_PROFILE_VARIABLE: str(own.resolve())}
+
+
+@pytest.mark.parametrize('case', ['missing', 'folder', 'fifo', 'not_xml', 'huge'])
+def test_a_bad_dds_profile_is_refused_in_one_line(tmp_path, case):
+    import os
+
+    path = tmp_path / 'profile.xml'
+    if case == 'folder':
+        path.mkdir()
+    elif case == 'fifo':
+        os.mkfifo(path)
+    elif case == 'not_xml':
+        path.write_text('<profiles><participant>')
+    elif case == 'huge':
+        path.write_bytes(b' ' * (2 << 20))
+    with pytest.raises(RuntimeError) as caught:
+        dds_profile_environment(str(path))
+    text = str(caught.value)
+    assert '\n' not in text and text.startswith(f'dds_profile: {path}: '), text
+    assert "give 'large_images', or a Fast DDS profile XML file" in text
+    if case == 'not_xml':
+        assert ': not XML (' in text
+
+
+def test_a_bad_dds_profile_ends_the_launch_in_one_line(tmp_path):
+    """Through the real ``ros2 launch``: refused before the node starts."""
+    if skip_reason() is not None:
+        pytest.skip(skip_reason())
+    missing = tmp_path / 'nothing.xml'
+    run = ros2('launch', 'vision_nodes', 'detect.launch.py', f'dds_profile:={missing}')
+    assert run.returncode != 0
+    lines = [line for line in (run.stdout + run.stderr).splitlines() if 'dds_profile' in line]
+    assert len(lines) == 1 and f'dds_profile: {missing}: cannot read' in lines[0], lines

@@ -1,12 +1,14 @@
-"""launch_testing test of ``respawn`` and ``use_sim_time`` on ``launch/detect.launch.py``.
+"""launch_testing test of ``respawn``, ``use_sim_time``, ``dds_profile`` (detect.launch.py).
 
 The launch runs yolov8n on ONNX Runtime with ``respawn:=true respawn_delay:=0.5
-use_sim_time:=true autostart:=true``. The tests check that:
+use_sim_time:=true autostart:=true dds_profile:=large_images``. The tests check that:
 
 (a) the node is configured and activated by the launch, and its ``use_sim_time`` parameter is
     true;
 (b) when its process is killed (SIGKILL, as a crash), the launch starts a new one, which
-    autostart configures and activates again, and it detects the bus in bus.jpg.
+    autostart configures and activates again, and it detects the bus in bus.jpg;
+(c) that process runs with the package's large-images Fast DDS profile in its environment
+    (``FASTDDS_DEFAULT_PROFILES_FILE``), and the launch's own environment is left as it was.
 
 How to run: see ``test_launch_detect.py``.
 """
@@ -25,11 +27,12 @@ from launch_helpers import NodeTest, launch_description
 from launch_skip import skip_reason
 
 BUS = '5'
+ROOT = Path(__file__).resolve().parents[2]
 
 
 generate_test_description = launch_description(
     'detect.launch.py', skip_reason(), backend='onnx', autostart='true', respawn='true',
-    respawn_delay='0.5', use_sim_time='true')
+    respawn_delay='0.5', use_sim_time='true', dds_profile='large_images')
 
 
 def node_pids() -> list[int]:
@@ -89,6 +92,17 @@ class TestRespawn(NodeTest):
                 d.results[0].hypothesis.class_id == BUS for d in msg.detections)
 
         self.wait(bus_seen, 60.0, 'a bus after the respawn', 0.0)
+
+    def test_c_the_node_process_runs_with_the_dds_profile(self):
+        self.wait_until_active()
+        (pid,) = node_pids()
+        variables = dict(item.split(b'=', 1) for item in
+                         Path(f'/proc/{pid}/environ').read_bytes().split(b'\0') if b'=' in item)
+        profile = Path(variables[b'FASTDDS_DEFAULT_PROFILES_FILE'].decode())
+        self.assertEqual(profile.name, 'fastdds_large_images.xml')
+        self.assertEqual(profile.read_bytes(),
+                         (ROOT / 'config/fastdds_large_images.xml').read_bytes())
+        self.assertNotEqual(os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE'), str(profile))
 
 
 @launch_testing.post_shutdown_test()

@@ -51,8 +51,9 @@ LARGE_IMAGE_CAVEAT = (
 SLOW_DELIVERY_CAUSE = (
     'stock Fast DDS sends a multi-megabyte raw image in fragments and repairs lost ones '
     'slowly; start the camera driver, the sender, and this node with '
-    'FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds_large_images.xml, or take compressed '
-    'images; a CPU too busy to run the node does the same')
+    'FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds_large_images.xml (the launch files: '
+    'dds_profile:=large_images), or take compressed images; a CPU too busy to run the node '
+    'does the same')
 #: Publishers named in one line at most; the rest are counted.
 _LISTED = 3
 #: camera_info subscriptions (3D detections, depth outputs): best effort hears reliable and

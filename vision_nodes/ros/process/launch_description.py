@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from ...text import show_path
+from ...files import read_regular
+from ...text import clip_path, show_path
 from ..params.specs import SPECS
 from .launch_autostart import autostart_actions
 from .startup import StartupError, check_params_file
@@ -45,6 +46,14 @@ NUMBERS = ('batch_window', 'max_batch')
 BOOLEANS = {'use_sim_time': False}
 #: Seconds the launch waits before it starts a node that exited again (``respawn:=true``).
 DEFAULT_RESPAWN_DELAY = 2.0
+#: ``dds_profile`` names of the package's own Fast DDS profiles (files in its share folder).
+DDS_PROFILES = {'large_images': 'config/fastdds_large_images.xml'}
+#: The environment variable Fast DDS reads its default profiles from.
+DDS_PROFILE_VARIABLE = 'FASTDDS_DEFAULT_PROFILES_FILE'
+#: Largest profile file read (Fast DDS profiles are a few kilobytes).
+MAX_DDS_PROFILE_BYTES = 1 << 20
+#: The RMW implementations that read it (rmw_fastrtps_cpp is the default RMW).
+FAST_DDS_RMWS = ('rmw_fastrtps_cpp', 'rmw_fastrtps_dynamic_cpp')
 
 
 @dataclass(frozen=True)
@@ -73,23 +82,26 @@ class Output:
                 for child in self.children]
 
 
-def package_share_file(relative: str, launch_file: str | os.PathLike) -> str:
-    """Path of ``relative`` in the package share, or next to a source-tree launch file.
+def package_share_file(relative: str, launch_file: str | os.PathLike | None = None) -> str:
+    """Path of ``relative`` in the package share, or in the source tree.
 
     ``launch_file`` is the calling launch file's ``__file__``: when the package is not in the
     ament index (a launch file run from the source tree), the file is looked up relative to the
-    launch file's parent folder (the package root / share folder).
+    launch file's parent folder (the package root / share folder); without one, relative to
+    the source tree this module is in.
     """
     try:
         from ament_index_python.packages import (PackageNotFoundError,
                                                  get_package_share_directory)
         try:
             return os.path.join(get_package_share_directory(PACKAGE), relative)
-        except PackageNotFoundError:
+        except (PackageNotFoundError, OSError):  # not installed; no AMENT_PREFIX_PATH at all
             pass
     except ImportError:
         pass
-    return str(Path(launch_file).resolve().parent.parent / relative)
+    root = Path(launch_file).resolve().parent.parent if launch_file is not None else \
+        Path(__file__).resolve().parents[3]
+    return str(root / relative)
 
 
 #: How an argument that sets a node parameter relates to the parameters file (each says it).
@@ -193,7 +205,42 @@ def _process_arguments() -> list:
         DeclareLaunchArgument(
             'respawn_delay', default_value=str(DEFAULT_RESPAWN_DELAY),
             description='With respawn: seconds to wait before starting the node again.'),
+        DeclareLaunchArgument(
+            'dds_profile', default_value='',
+            description=f"Fast DDS profile of the node's process ({DDS_PROFILE_VARIABLE}; "
+                        "rmw_fastrtps_cpp, the default RMW): 'large_images' (the package's "
+                        'config/fastdds_large_images.xml: multi-megabyte raw images through '
+                        'shared memory in one piece; start the camera driver with it too), or '
+                        "a profile XML file. Empty: the launch's own environment."),
     ]
+
+
+def dds_profile_environment(value: str) -> dict[str, str]:
+    """Return the node process's environment for ``dds_profile:=value`` (empty: nothing).
+
+    A name of :data:`DDS_PROFILES` is the package's file (its share folder, else the source
+    tree's ``config/``); anything else is a path, which must be a readable XML file. Raises
+    RuntimeError in one line otherwise, before the node starts.
+    """
+    import xml.etree.ElementTree as ElementTree
+
+    value = value.strip()
+    if not value:
+        return {}
+    path = Path(package_share_file(DDS_PROFILES[value])) if value in DDS_PROFILES else \
+        Path(value).expanduser()
+
+    def refused(text: str) -> RuntimeError:
+        return RuntimeError(f'dds_profile: {text} (give '
+                            f"{' or '.join(repr(n) for n in DDS_PROFILES)}, or a Fast DDS "
+                            'profile XML file)')
+
+    data = read_regular(path, MAX_DDS_PROFILE_BYTES, 'Fast DDS profile', refused)
+    try:
+        ElementTree.fromstring(data)
+    except ElementTree.ParseError as exc:
+        raise refused(f'{clip_path(path)}: not XML ({exc})') from None
+    return {DDS_PROFILE_VARIABLE: str(path.resolve())}
 
 
 def model_list(text: str, name: str = 'models') -> list[str]:
@@ -361,13 +408,21 @@ def _node_and_lifecycle(context, given_names: set[str], outputs: tuple[Output, .
 
     respawn = _boolean('respawn', arg('respawn'))
     delay = _seconds('respawn_delay', arg('respawn_delay'))
+    environment = dds_profile_environment(arg('dds_profile'))
     node = LifecycleNode(
         package=PACKAGE, executable=EXECUTABLE, name=name, namespace=namespace,
         remappings=remappings, output='screen', respawn=respawn, respawn_delay=delay,
-        ros_arguments=['--log-level', arg('log_level'), *parameters])
+        ros_arguments=['--log-level', arg('log_level'), *parameters],
+        additional_env=environment or None)
 
     on_exit = functools.partial(_respawning if respawn else _failed_exit, full_name, delay)
     actions = [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_exit))]
+    rmw = os.environ.get('RMW_IMPLEMENTATION', '')
+    if environment and rmw and rmw not in FAST_DDS_RMWS:
+        actions.insert(0, LogInfo(msg=(
+            f"dds_profile:={arg('dds_profile')}: RMW_IMPLEMENTATION is {rmw}, which does not "
+            f'read {DDS_PROFILE_VARIABLE}: the profile changes nothing (it is for '
+            'rmw_fastrtps_cpp, the default RMW)')))
     # A failed configure leaves the node up and unconfigured; say so, and what to do.
     actions.append(RegisterEventHandler(OnStateTransition(
         target_lifecycle_node=node, start_state='configuring', goal_state='unconfigured',
