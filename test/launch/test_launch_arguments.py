@@ -147,3 +147,36 @@ def test_a_bad_dds_profile_ends_the_launch_in_one_line(tmp_path):
     assert run.returncode != 0
     lines = [line for line in (run.stdout + run.stderr).splitlines() if 'dds_profile' in line]
     assert len(lines) == 1 and f'dds_profile: {missing}: cannot read' in lines[0], lines
+
+
+@pytest.mark.parametrize('rmw', ['', 'rmw_fastrtps_cpp', 'rmw_cyclonedds_cpp'])
+def test_the_node_action_carries_the_profile_and_says_when_the_rmw_ignores_it(rmw, monkeypatch):
+    """The LifecycleNode gets the profile in its additional environment; with another RMW the
+    launch says first that the profile changes nothing."""
+    from launch import LaunchContext
+    from launch.actions import LogInfo
+    from launch_ros.actions import LifecycleNode
+
+    from vision_nodes.ros.process.launch_description import (_node_and_lifecycle,
+                                                             declare_arguments)
+
+    monkeypatch.setenv('RMW_IMPLEMENTATION', rmw)
+    outputs = (Output('detections', 'Output topic'),)
+    context = LaunchContext()
+    context.launch_configurations['dds_profile'] = 'large_images'
+    for action in declare_arguments(default_model='yolov8n', default_params_file='',
+                                    task='detect', outputs=outputs):
+        action.visit(context)
+    actions = _node_and_lifecycle(context, {'dds_profile'}, outputs, 'yolov8n', None)
+    (node,) = [a for a in actions if isinstance(a, LifecycleNode)]
+    ((name, value),) = node.additional_env
+    assert ''.join(p.perform(context) for p in name) == DDS_PROFILE_VARIABLE
+    assert ''.join(p.perform(context) for p in value).endswith('fastdds_large_images.xml')
+    said = [''.join(p.perform(context) for p in a.msg) for a in actions
+            if isinstance(a, LogInfo)]
+    if rmw == 'rmw_cyclonedds_cpp':
+        assert isinstance(actions[0], LogInfo)
+        assert 'RMW_IMPLEMENTATION is rmw_cyclonedds_cpp' in said[0]
+        assert 'the profile changes nothing' in said[0]
+    else:
+        assert not any('RMW_IMPLEMENTATION' in text for text in said)
