@@ -53,8 +53,8 @@ class ImageInput:
         """Subscribe (later) to ``topic``: ``image`` (remappable), or one of ``image_topics``.
 
         ``callback(msg, info)`` takes each frame and its message info (None where rclpy gives
-        none: Humble); ``on_error``
-        (default ``log_error``) counts and logs a frame whose bytes are refused.
+        none: Humble); ``on_error`` (default ``log_error``) counts and logs a frame whose
+        bytes are refused.
         """
         self._node = node
         self._callback = callback
@@ -100,8 +100,8 @@ class ImageInput:
     def deliver(self, data: bytes, info: Any) -> None:
         """Hand the frame in ``data`` on with its message info (None: rclpy gave none).
 
-        The subscription's callback, and what takes from :attr:`subscription` outside the
-        executor calls.
+        The subscription's callback; a frame path that takes from :attr:`subscription` itself,
+        outside the executor, calls it with what it took.
         """
         try:
             msg = self._read(data)
