@@ -18,7 +18,8 @@ model/models/backend/model_dir/engine_cache_dir/image_transport launch arguments
 given; later ones win.
 """
 
-from vision_nodes.ros.process.launch_description import Output, vision_launch_description
+from vision_nodes.ros.process.launch_arguments import Output
+from vision_nodes.ros.process.launch_description import vision_launch_description
 
 
 def generate_launch_description():

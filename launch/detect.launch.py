@@ -12,8 +12,8 @@ launch defaults (model yolov8n, backend auto) apply only where neither sets a va
 once configured; a failed configure is logged and leaves the node up, unconfigured.
 """
 
-from vision_nodes.ros.process.launch_description import (Output, package_share_file,
-                                                         vision_launch_description)
+from vision_nodes.ros.process.launch_arguments import Output, package_share_file
+from vision_nodes.ros.process.launch_description import vision_launch_description
 
 
 def generate_launch_description():

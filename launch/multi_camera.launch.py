@@ -9,8 +9,8 @@ own frame's header. Frames that arrive within ``batch_window`` ms run as one bat
 ``max_batch`` frames (empty: one per camera). Every other argument is detect.launch.py's.
 """
 
-from vision_nodes.ros.process.launch_description import (Output, package_share_file,
-                                                         vision_launch_description)
+from vision_nodes.ros.process.launch_arguments import Output, package_share_file
+from vision_nodes.ros.process.launch_description import vision_launch_description
 
 
 def generate_launch_description():

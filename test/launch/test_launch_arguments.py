@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from launch_skip import NO_LAUNCH_STACK, ros2, skip_reason
-from vision_nodes.ros.process.launch_description import (DDS_PROFILE_VARIABLE,
-                                                         DEFAULT_RESPAWN_DELAY, Output,
-                                                         _note_given, dds_profile_environment)
+from vision_nodes.ros.process.launch_arguments import (DDS_PROFILE_VARIABLE,
+                                                       DEFAULT_RESPAWN_DELAY, Output,
+                                                       dds_profile_environment)
+from vision_nodes.ros.process.launch_description import _note_given
 from vision_nodes.ros.params.specs import SPECS
 
 pytest.importorskip('ros2launch', reason=NO_LAUNCH_STACK)
@@ -157,8 +158,8 @@ def test_the_node_action_carries_the_profile_and_says_when_the_rmw_ignores_it(rm
     from launch.actions import LogInfo
     from launch_ros.actions import LifecycleNode
 
-    from vision_nodes.ros.process.launch_description import (_node_and_lifecycle,
-                                                             declare_arguments)
+    from vision_nodes.ros.process.launch_arguments import declare_arguments
+    from vision_nodes.ros.process.launch_description import _node_and_lifecycle
 
     monkeypatch.setenv('RMW_IMPLEMENTATION', rmw)
     outputs = (Output('detections', 'Output topic'),)

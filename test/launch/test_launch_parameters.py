@@ -17,8 +17,8 @@ import pytest
 import rclpy
 import yaml
 
-from vision_nodes.ros.process.launch_description import (DEFAULT_BACKEND, OVERRIDABLE,
-                                                         node_parameters, override_arguments)
+from vision_nodes.ros.process.launch_arguments import DEFAULT_BACKEND, OVERRIDABLE
+from vision_nodes.ros.process.launch_description import node_parameters, override_arguments
 from vision_nodes.ros.node import VisionNode
 
 NO_ARGUMENTS = {name: '' for name in OVERRIDABLE}
@@ -111,7 +111,7 @@ def test_missing_parameters_file_is_an_error_naming_it(tmp_path):
 
 def test_launch_arguments_describe_the_parameters_they_set():
     """One source: an argument's description and choices are its node parameter's spec."""
-    from vision_nodes.ros.process.launch_description import _from_spec
+    from vision_nodes.ros.process.launch_arguments import _from_spec
     from vision_nodes.ros.params.specs import SPECS
 
     for name in OVERRIDABLE:

@@ -19,7 +19,8 @@ from typing import Callable
 import pytest
 
 from vision_nodes.limits import MAX_PARAMS_FILE_BYTES
-from vision_nodes.ros.process.launch_description import OVERRIDABLE, node_parameters
+from vision_nodes.ros.process.launch_arguments import OVERRIDABLE
+from vision_nodes.ros.process.launch_description import node_parameters
 from vision_nodes.tools.client import NodeProcess, VisionNodeClient
 
 #: A process that refuses its arguments exits long before this.

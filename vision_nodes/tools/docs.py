@@ -162,7 +162,7 @@ DETECT_YAML_HEADER = """\
 
 def detect_yaml() -> str:
     """config/detect.yaml: every parameter a detection node can be given, at its default."""
-    from ..ros.process.launch_description import OVERRIDABLE
+    from ..ros.process.launch_arguments import OVERRIDABLE
     from ..ros.params.policy import output_switches
     from ..ros.params.specs import PARAMS
     from ..tasks import task_class
