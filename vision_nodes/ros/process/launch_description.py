@@ -10,8 +10,8 @@ This module needs the ROS 2 ``launch`` and ``launch_ros`` packages; they are imp
 the functions so that importing ``vision_nodes`` never requires them. Only APIs that exist in
 Humble are used (DeclareLaunchArgument choices, LifecycleNode with ``respawn`` and
 ``respawn_delay``, OnProcessStart, OnProcessExit, OnStateTransition, ChangeState, Node
-``ros_arguments``, ``launch_ros.ros_adapters.get_ros_node``), so the launch files work on Humble,
-Jazzy and Kilted. The autostart is :mod:`.launch_autostart`.
+``ros_arguments``, ExecuteProcess ``additional_env``, ``launch_ros.ros_adapters.get_ros_node``),
+so the launch files work on Humble, Jazzy and Kilted. The autostart is :mod:`.launch_autostart`.
 """
 
 from __future__ import annotations
