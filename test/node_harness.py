@@ -78,6 +78,21 @@ class Harness:
             tail = '\n'.join(self.node.output().splitlines()[-15:])
             raise TimeoutError(f'{exc}; the node printed:\n{tail}') from exc
 
+    def ensure_active(self, configure_timeout: float = 300.0) -> None:
+        """Bring the node to 'active' from the state earlier tests left it in.
+
+        A module's tests share one node and mostly run in order; with this, a test that needs
+        an active node also runs alone (``pytest -k``).
+        """
+        client = self.client
+        state = client.get_state()
+        if state == 'unconfigured':
+            assert client.change_state('configure', configure_timeout), self.node.output()[-2000:]
+            state = client.get_state()
+        if state == 'inactive':
+            assert client.change_state('activate'), self.node.output()[-2000:]
+        assert client.get_state() == 'active'
+
     def send(self, image, answers, publisher, timeout: float = 60.0):
         """Publish until a result for this frame arrives (discovery may drop the first)."""
         self._seq += 1

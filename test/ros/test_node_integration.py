@@ -1,7 +1,9 @@
 """The node over real rclpy and DDS, in its own process, driven through its ROS interfaces.
 
 A client publishes bus.jpg, walks the lifecycle through the real services, sets parameters
-through the parameter service and reads Detection2DArray / LabelInfo from the topics.
+through the parameter service and reads Detection2DArray / LabelInfo from the topics. The
+tests share one node and run in order; each that needs it active makes it so first, so any
+one of them also runs alone.
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ def test_detects_bus_and_people_with_label_info(harness, bus_msg):
 
 def test_answers_carry_their_dds_arrival_times(harness, bus_msg):
     """The client records when DDS delivered each answer and when its callback ran."""
+    harness.ensure_active()
     assert harness.send(bus_msg) is not None  # the image connection is up
     bus_msg.header.frame_id = 'arrival'
     start = time.time_ns()
@@ -122,6 +125,7 @@ def test_answers_carry_their_dds_arrival_times(harness, bus_msg):
 
 def test_confidence_threshold_applies_to_next_frame(harness, bus_msg):
     """A live parameter: the next result honours it."""
+    harness.ensure_active()
     c = harness.client
     before = harness.send(bus_msg)
     assert c.set_parameters(confidence_threshold=0.5)[0].successful
@@ -138,6 +142,7 @@ def test_confidence_threshold_applies_to_next_frame(harness, bus_msg):
 
 def test_parameter_validation(harness):
     """Out of range, wrong type, bad choice and reload-while-active are refused with reasons."""
+    harness.ensure_active()
     c = harness.client
     assert c.get_state() == 'active'
     assert not c.set_parameters(confidence_threshold=1.5)[0].successful
@@ -161,6 +166,7 @@ def test_parameter_validation(harness):
 
 def test_best_effort_camera_is_reported_as_incompatible(harness):
     """A reliable subscription cannot hear a best-effort camera: say so clearly."""
+    harness.ensure_active()
     from rclpy.qos import qos_profile_sensor_data
 
     harness.client.publisher(Image, '/image', qos_profile_sensor_data)
@@ -172,6 +178,7 @@ def test_best_effort_camera_is_reported_as_incompatible(harness):
 def test_bad_images_are_skipped_and_node_keeps_running(harness, bus_msg):
     """Unsupported encodings, impossible sizes and truncated data: logged, skipped; the next
     good frame works."""
+    harness.ensure_active()
     bad = Image(height=4, width=4, encoding='bayer_rggb16', step=8)
     bad.data = array.array('B', bytes(32))
     odd = Image(height=4, width=3, encoding='yuv422', step=6)
@@ -224,6 +231,7 @@ def _as_detections(msg: Detection2DArray) -> SimpleNamespace:
 def test_camera_encodings_give_the_bgr8_detections(harness, bus_bgr, bus_msg, encoding):
     """A USB webcam's yuv422 and a machine-vision camera's Bayer frame of bus.jpg: the node
     converts them and finds what it finds in the bgr8 frame (same classes, boxes IoU 0.9)."""
+    harness.ensure_active()
     reference = harness.send(bus_msg)
     result = harness.send(_camera_message(bus_bgr, encoding))
     assert reference is not None and result is not None
@@ -233,6 +241,7 @@ def test_camera_encodings_give_the_bgr8_detections(harness, bus_bgr, bus_msg, en
 
 def test_deactivate_stops_and_activate_resumes(harness, bus_msg):
     """No detections while inactive; they resume on activate."""
+    harness.ensure_active()
     c = harness.client
     assert c.change_state('deactivate')
     harness.detections.clear()
@@ -245,6 +254,7 @@ def test_deactivate_stops_and_activate_resumes(harness, bus_msg):
 
 def test_second_configure_hits_the_engine_cache(harness, bus_msg):
     """cleanup + configure again: the exported ONNX file is reused (no export)."""
+    harness.ensure_active()
     c = harness.client
     assert c.change_state('deactivate') and c.change_state('cleanup')
     assert c.get_state() == 'unconfigured'
@@ -258,6 +268,7 @@ def test_second_configure_hits_the_engine_cache(harness, bus_msg):
 
 def test_lifecycle_cycles_do_not_leak_entities(harness, bus_msg):
     """Repeated deactivate/cleanup/configure/activate leave one subscription, one publisher."""
+    harness.ensure_active()
     c = harness.client
     graph = c.node
     for _ in range(3):
