@@ -256,3 +256,29 @@ def test_lazy_and_diagnostics_agree(model_dir, engine_cache_dir):
         assert 'lazy' in _values(status)['state']
     finally:
         h.close()
+
+
+def test_simulated_time_without_a_clock_keeps_diagnostics_and_lazy_mode(model_dir,
+                                                                        engine_cache_dir):
+    """use_sim_time with no /clock (a bag not playing yet): the node's clock stands at 0, yet
+    its diagnostics keep coming, stamped in that time, and lazy mode still subscribes once an
+    output has a subscriber (both run on the steady clock)."""
+    h = Harness(_params(model_dir, engine_cache_dir, lazy=True, use_sim_time=True),
+                'vn_sim_time')
+    try:
+        c = h.client
+        diagnostics = c.subscribe(DiagnosticArray, '/diagnostics', 50)
+        first = _status(diagnostics, '/vn_sim_time')
+        assert first is not None, 'no diagnostics under simulated time without /clock'
+        assert _status(diagnostics, '/vn_sim_time') is not None  # and they go on
+        assert c.change_state('configure', timeout=300) and c.change_state('activate')
+        graph = c.node
+        assert wait_for(lambda: _status(diagnostics, '/vn_sim_time', lambda s: 'lazy' in
+                                        _values(s)['state'], 5.0) is not None, 30.0)
+        assert graph.count_subscribers('/image') == 0  # lazy: nothing listens yet
+        c.subscribe(Detection2DArray, '/detections', 10)
+        assert wait_for(lambda: graph.count_subscribers('/image') == 1, 30.0)
+        stamped = diagnostics.get(10.0)
+        assert stamped is not None and stamped.header.stamp.sec == 0  # the node's time
+    finally:
+        h.close()

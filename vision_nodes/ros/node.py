@@ -20,9 +20,10 @@ and returns FAILURE; the node stays alive and can be configured again.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import rclpy
+from rclpy.clock import Clock, ClockType
 from rclpy.lifecycle import Node as LifecycleNode
 from rclpy.lifecycle import State, TransitionCallbackReturn
 
@@ -49,6 +50,8 @@ class VisionNode(LifecycleNode):
 
     def __init__(self, node_name: str = 'vision_node', **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
+        #: The clock of the node's housekeeping timers (:meth:`steady_timer`).
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
         #: Every publisher and subscription of the node: a remap putting two on one topic
         #: is refused in one line (see .endpoints).
         self.endpoints = Endpoints(self, self.get_logger().warning,
@@ -153,7 +156,7 @@ class VisionNode(LifecycleNode):
             self.frames.take_from(sub)  # the inference thread waits on it itself
             self.frames.start()
         sub.update(self._wanted())
-        self._input_timer = self.create_timer(
+        self._input_timer = self.steady_timer(
             0.5, lambda: sub.update_in_timer(self._wanted))
         outputs = ', '.join(t for m in self.frames.models for t in m.outputs.topics[:1])
         self.get_logger().info(f"active: '{sub.topic_name}' → {outputs}")
@@ -240,6 +243,15 @@ class VisionNode(LifecycleNode):
         """Destroy ``subscription``, out of its callback group with its event handlers."""
         compat.leave_callback_groups(subscription)
         return super().destroy_subscription(subscription)
+
+    def steady_timer(self, period_s: float, callback: Callable[[], None]) -> Any:
+        """Create a timer on the steady clock, for the node's housekeeping.
+
+        The diagnostics and the image input's updates (lazy mode, QoS auto) keep their pace
+        with ``use_sim_time`` too: on the node's clock they would stop while ``/clock`` is
+        paused or not yet published (a bag not playing, a simulator not started).
+        """
+        return self.create_timer(period_s, callback, clock=self._steady)
 
     def destroy_timer(self, timer: Any) -> bool:
         """Destroy ``timer`` and take it out of its callback group."""

@@ -48,7 +48,7 @@ class DiagnosticsPublisher:
         #: The image input while active (None otherwise).
         self.input: ImageInput | None = None
         self._pub = node.endpoints.publisher(DiagnosticArray, '/diagnostics', 10)
-        self._timer = node.create_timer(1.0, self.publish)
+        self._timer = node.steady_timer(1.0, self.publish)  # with simulated time too
 
     def configured(self, pipeline: Pipeline) -> str:
         """Log what runs where, keep it for the status; return the precision(s) in use."""
