@@ -4,11 +4,12 @@ The launch runs yolov8n on ONNX Runtime with ``respawn:=true respawn_delay:=0.5
 use_sim_time:=true autostart:=true dds_profile:=large_images``. The tests check that:
 
 (a) the node is configured and activated by the launch, and its ``use_sim_time`` parameter is
-    true;
+    true (no ``/clock`` is published: the node's diagnostics still come, below);
 (b) when its process is killed (SIGKILL, as a crash), the launch starts a new one, which
     autostart configures and activates again, and it detects the bus in bus.jpg;
 (c) that process runs with the package's large-images Fast DDS profile in its environment
-    (``FASTDDS_DEFAULT_PROFILES_FILE``), and the launch's own environment is left as it was.
+    (``FASTDDS_DEFAULT_PROFILES_FILE``), says so in its diagnostics (``middleware``), and the
+    launch's own environment is left as it was.
 
 How to run: see ``test_launch_detect.py``.
 """
@@ -21,6 +22,7 @@ import unittest
 from pathlib import Path
 
 import launch_testing
+from diagnostic_msgs.msg import DiagnosticArray
 from vision_msgs.msg import Detection2DArray
 
 from launch_helpers import NodeTest, launch_description
@@ -67,7 +69,8 @@ def _ancestors(pid: int) -> list[int]:
 class TestRespawn(NodeTest):
     """The tests run in name order against one launch."""
 
-    OUTPUTS = {'detections': (Detection2DArray, 'detections', 10)}
+    OUTPUTS = {'detections': (Detection2DArray, 'detections', 10),
+               'diagnostics': (DiagnosticArray, '/diagnostics', 10)}
 
     def wait_until_active(self) -> None:
         """Wait for 'active'; no answer while the process is down or starting."""
@@ -103,6 +106,15 @@ class TestRespawn(NodeTest):
         self.assertEqual(profile.read_bytes(),
                          (ROOT / 'config/fastdds_large_images.xml').read_bytes())
         self.assertNotEqual(os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE'), str(profile))
+
+        def middleware() -> str:
+            msg = self.diagnostics.get(2.0)
+            values = {kv.key: kv.value for status in (msg.status if msg else ())
+                      for kv in status.values}
+            return values.get('middleware', '')
+
+        self.wait(lambda: 'fastdds_large_images.xml' in middleware(), 30.0,
+                  "the profile in the node's diagnostics", 0.0)
 
 
 @launch_testing.post_shutdown_test()

@@ -18,7 +18,7 @@ from builtin_interfaces.msg import Time
 from vision_nodes.ros.process.diagnostics import (NodeFacts, diagnostic_array, diagnostic_status,
                                                   status_values)
 from vision_nodes.stage_times import STAGES, FrameClock, StageTimes, mark, stage_key, timing
-from vision_nodes.ros.inputs.qos import SLOW_DELIVERY_CAUSE, explain_slow_delivery
+from vision_nodes.ros.inputs.qos import SLOW_DELIVERY_CAUSE, explain_slow_delivery, middleware
 from vision_nodes.stats import (DELIVERY_MIN_FRAMES, ERROR, OK, SLOW_DELIVERY_S, WARN,
                                 FrameStats, HealthLimits, assess, host_rss_bytes,
                                 stamp_latency)
@@ -278,21 +278,38 @@ def test_images_delivered_late_are_a_warning_with_their_cause():
 
 
 def test_the_cause_of_late_images_depends_on_the_middleware():
-    assert explain_slow_delivery('rmw_fastrtps_cpp') == SLOW_DELIVERY_CAUSE
+    assert explain_slow_delivery('rmw_fastrtps_cpp', {}) == SLOW_DELIVERY_CAUSE
     assert 'config/fastdds_large_images.xml' in SLOW_DELIVERY_CAUSE
+    assert 'dds_profile:=large_images' in SLOW_DELIVERY_CAUSE
+    profiled = {'FASTDDS_DEFAULT_PROFILES_FILE': '/share/config/fastdds_large_images.xml'}
+    mine = explain_slow_delivery('rmw_fastrtps_cpp', profiled)
+    assert mine.startswith("this node runs with the Fast DDS profile '/share/config/fastdds_")
+    assert 'start the camera driver, the sender, with it too' in mine
     other = explain_slow_delivery('rmw_cyclonedds_cpp')
     assert 'Fast DDS' not in other and '(rmw_cyclonedds_cpp)' in other
     assert 'compressed' in other and '()' not in explain_slow_delivery('')
+
+
+def test_the_middleware_is_named_with_its_profile_file():
+    assert middleware('rmw_fastrtps_cpp', {}) == (
+        "rmw_fastrtps_cpp, Fast DDS's default settings (no FASTDDS_DEFAULT_PROFILES_FILE)")
+    assert middleware('rmw_fastrtps_cpp', {'FASTDDS_DEFAULT_PROFILES_FILE': ' /p/large.xml '}) \
+        == "rmw_fastrtps_cpp, profile '/p/large.xml'"
+    assert middleware('rmw_cyclonedds_cpp', {'FASTDDS_DEFAULT_PROFILES_FILE': '/p.xml'}) == \
+        'rmw_cyclonedds_cpp'
+    assert middleware('') == 'unknown'
+    assert middleware().startswith('rmw_')  # this process's, from rclpy
 
 
 # ----------------------------------------------------------------- the ROS message
 FACTS = NodeFacts(node_name='/robot/vision_node', hardware_id='cpu (x86_64)',
                   models=('yolov8n',), backend='onnx', precision='fp32', device='cpu',
                   engine_cache='hit', image_topic='/robot/camera/image',
-                  image_transport='raw', qos='reliable, depth 1 (auto)')
-KEYS = ['state', 'image topic', 'image transport', 'subscription QoS', 'frames received',
-        'frames processed', 'frames dropped', 'errors', 'window (s)', 'input rate (Hz)',
-        'processed rate (Hz)', 'expected rate (Hz)', 'frames dropped in window',
+                  image_transport='raw', qos='reliable, depth 1 (auto)',
+                  middleware='rmw_fastrtps_cpp, profile /p.xml')
+KEYS = ['state', 'image topic', 'image transport', 'subscription QoS', 'middleware',
+        'frames received', 'frames processed', 'frames dropped', 'errors', 'window (s)',
+        'input rate (Hz)', 'processed rate (Hz)', 'expected rate (Hz)', 'frames dropped in window',
         'errors in window', 'latency p50 (ms)', 'latency p95 (ms)', 'max latency (ms)',
         'processing p50 (ms)', 'time since last image (s)', 'last error', 'models', 'backend',
         'precision', 'precision agreement', 'device', 'engine cache', 'host RSS (MiB)']

@@ -23,12 +23,14 @@ every publisher; reliability and durability are the policies that decide.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-from ...text import clip
+from ...text import clip, show_path
+from ..process.launch_arguments import DDS_PROFILE_VARIABLE
 
 try:  # Galactic and later
     from rclpy.qos import QoSCompatibility, qos_check_compatible
@@ -102,11 +104,37 @@ def _caveat(rmw: str | None) -> str:
     return f' ({LARGE_IMAGE_CAVEAT})' if _fast_dds(_rmw(rmw)) else ''
 
 
-def explain_slow_delivery(rmw: str | None = None) -> str:
-    """Return the likely reason delivered images reach the node late, naming what to change."""
+def dds_profile(environ: Mapping[str, str] | None = None) -> str:
+    """Return the Fast DDS profile file this process was started with ('' for none)."""
+    return (os.environ if environ is None else environ).get(DDS_PROFILE_VARIABLE, '').strip()
+
+
+def middleware(rmw: str | None = None, environ: Mapping[str, str] | None = None) -> str:
+    """Say which middleware the node runs on, and with Fast DDS which profile file."""
+    rmw = _rmw(rmw)
+    if not _fast_dds(rmw):
+        return clip(rmw, 60) or 'unknown'
+    profile = dds_profile(environ)
+    return f'{rmw}, profile {show_path(profile)}' if profile else \
+        f"{rmw}, Fast DDS's default settings (no {DDS_PROFILE_VARIABLE})"
+
+
+def explain_slow_delivery(rmw: str | None = None,
+                          environ: Mapping[str, str] | None = None) -> str:
+    """Return the likely reason delivered images reach the node late, naming what to change.
+
+    With Fast DDS, when this node already runs with a profile file, only the sender is left
+    to start with it.
+    """
     rmw = _rmw(rmw)
     if _fast_dds(rmw):
-        return SLOW_DELIVERY_CAUSE
+        profile = dds_profile(environ)
+        if not profile:
+            return SLOW_DELIVERY_CAUSE
+        return (f'this node runs with the Fast DDS profile {show_path(profile)}; start the '
+                'camera driver, the sender, with it too (the sender decides how an image is '
+                'fragmented), or take compressed images; a CPU too busy to run the node does '
+                'the same')
     which = f' ({clip(rmw, 60)})' if rmw else ''
     return ('a CPU too busy to run the node, or middleware settings made for small messages'
             f'{which}: for large raw images see its documentation, or take compressed images')

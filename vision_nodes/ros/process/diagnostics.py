@@ -37,6 +37,8 @@ class NodeFacts:
     image_topic: str = ''
     image_transport: str = ''        # 'raw' or 'compressed'
     qos: str = ''                    # e.g. 'reliable, depth 1 (auto)'
+    #: The RMW and, with Fast DDS, the profile file the process runs with.
+    middleware: str = ''
 
 
 def _ms(seconds: float | None) -> str:
@@ -53,6 +55,7 @@ def status_values(snap: StatsSnapshot, facts: NodeFacts, limits: HealthLimits, s
         ('image topic', facts.image_topic),
         ('image transport', facts.image_transport),
         ('subscription QoS', facts.qos),
+        ('middleware', facts.middleware),
         ('frames received', str(snap.received)),
         ('frames processed', str(snap.processed)),
         ('frames dropped', str(snap.dropped)),

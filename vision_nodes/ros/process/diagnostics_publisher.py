@@ -15,7 +15,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from ...pipeline import LoadedModel, Pipeline
 from ...stats import HealthLimits
 from ..inputs.frame_path import FramePath
-from ..inputs.qos import explain_slow_delivery
+from ..inputs.qos import explain_slow_delivery, middleware
 from ..inputs.subscription import ImageInput
 from .diagnostics import NodeFacts, diagnostic_array, diagnostic_status
 
@@ -42,7 +42,9 @@ class DiagnosticsPublisher:
         self._frames = frames
         self._param = param
         self._state = state
-        self._facts = NodeFacts(node.get_fully_qualified_name())
+        #: The RMW and its profile file: the process's, fixed while it runs.
+        self._middleware = middleware()
+        self._facts = NodeFacts(node.get_fully_qualified_name(), middleware=self._middleware)
         #: Whether the runner's describe() reports device memory (CUDA, TensorRT).
         self._reports_memory = False
         #: The image input while active (None otherwise).
@@ -72,7 +74,8 @@ class DiagnosticsPublisher:
             engine_cache=', '.join(_CACHE[m.runner.cache_hit] for m in pipeline.models),
             agreement='; '.join(_agreement(m) for m in pipeline.models
                                 if m.precision_check is not None and
-                                m.precision_check.compute_type != 'fp32'))
+                                m.precision_check.compute_type != 'fp32'),
+            middleware=self._middleware)
         return precision
 
     def publish(self) -> None:
