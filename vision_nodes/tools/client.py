@@ -29,7 +29,8 @@ from rcl_interfaces.srv import DescribeParameters, GetParameters, SetParameters
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile
-from rclpy.subscription import Subscription
+
+from ..ros.process.compat import with_message_info
 
 _TRANSITIONS = {
     'configure': Transition.TRANSITION_CONFIGURE,
@@ -139,12 +140,10 @@ class MessageQueue:
     def __init__(self) -> None:
         self._items: queue.Queue = queue.Queue()
 
-    def _put(self, msg) -> None:
+    def _put(self, msg, info) -> None:
+        """Keep the message, timed by its info where rclpy gives one (the subscription's)."""
         now = time.time_ns()
-        self._items.put((Arrival(now, now), msg))
-
-    def _put_with_info(self, msg, info) -> None:
-        self._items.put((Arrival(info['received_timestamp'], time.time_ns()), msg))
+        self._items.put((Arrival(info['received_timestamp'] if info else now, now), msg))
 
     def get(self, timeout: float = 30.0, predicate: Callable[[Any], bool] | None = None):
         """Return the next message (matching ``predicate``), or None after ``timeout`` seconds."""
@@ -311,11 +310,8 @@ class VisionNodeClient:
     def subscribe(self, msg_type, topic: str, qos: QoSProfile | int = 10) -> MessageQueue:
         """Subscribe and collect messages into a :class:`MessageQueue`."""
         received = MessageQueue()
-        # rclpy passes message info (with the DDS reception time) to two-argument callbacks
-        # since Jazzy; it decides by the callback's signature.
-        callback = received._put_with_info if hasattr(Subscription, 'CallbackType') \
-            else received._put
-        self.node.create_subscription(msg_type, topic, callback, qos)
+        # The message info (with the DDS reception time) where rclpy gives it (Jazzy on).
+        self.node.create_subscription(msg_type, topic, with_message_info(received._put), qos)
         return received
 
     def publisher(self, msg_type, topic: str, qos: QoSProfile | int = 10):
