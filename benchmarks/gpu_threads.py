@@ -147,13 +147,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         for m in loaded:
             m.model.close()
-    bad = any(r['differences'] or r['failed_captures'] or r['errors'] for r in rows)
+    for r in rows:
+        r['ok'] = not (r['differences'] or r['failed_captures'] or r['errors'])
+    bad = not all(r['ok'] for r in rows)
     print(f'{len(loaded)} models on their own threads at once, backend {args.backend}, '
           f'{len(names)} images x {args.rounds} rounds each, {seconds:.1f} s:')
     for r in rows:
-        verdict = 'same as alone' if not (r['differences'] or r['failed_captures'] or
-                                          r['errors']) else 'DIFFERS'
-        print(f"  {r['model']}: {r['frames']} frames, {verdict}")
+        print(f"  {r['model']}: {r['frames']} frames, "
+              f"{'same as alone' if r['ok'] else 'DIFFERS'}")
         for line in r['errors'] + r['failed_captures'] + r['differences'][:5]:
             print(f'    {line}')
     print('verdict: ' + ('a model failed or differed' if bad else
