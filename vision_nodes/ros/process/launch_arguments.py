@@ -183,7 +183,7 @@ def declare_arguments(*, default_model: str, default_params_file: str, task: str
 
 
 def _process_arguments() -> list:
-    """Return the arguments of simulated time and respawning, as other ROS launch files have."""
+    """Return the process's arguments: simulated time, respawning, the Fast DDS profile."""
     from launch.actions import DeclareLaunchArgument
 
     return [
