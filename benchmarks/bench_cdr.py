@@ -8,7 +8,10 @@ default), the allocator tuned as in the node; each round runs every variant in t
             typed ``sensor_msgs/Image`` then :func:`image_to_array`'s view, against the raw
             take (the serialized bytes) then
             :func:`vision_nodes.ros.wire.cdr_reader.read_image` and the same view: what the
-            node's image subscription does per frame, less the executor;
+            node's image subscription does per frame, less the executor; and the raw take
+            against rcl's own take into a pooled buffer
+            (:class:`vision_nodes.ros.process.rcl_take.RclTake`, what the inference thread
+            does when it takes a single camera's frames itself);
 * publish - ``Publisher.publish`` of the node's outputs (810x1080 ``32FC1`` depth,
             ``mono16`` instance mask, ``bgr8`` annotated image; a Keypoints2DArray of 1-100
             people; a Detection3DArray of 1-100 boxes) built as a message (the typed
@@ -17,9 +20,10 @@ default), the allocator tuned as in the node; each round runs every variant in t
             :mod:`~vision_nodes.ros.wire.keypoints_cdr` and
             :mod:`~vision_nodes.ros.wire.detection3d_cdr`.
 
-Medians over rounds and their ratio (bytes / message). Not a test: nothing is asserted.
+Medians over rounds and their ratio (bytes / message, rcl / raw); ``--json PATH`` writes them
+in ``bench_report.py``'s shape. Not a test: nothing is asserted.
 
-    .venv/bin/python benchmarks/bench_cdr.py [--rounds 400] [--dds-profile default]
+    .venv/bin/python benchmarks/bench_cdr.py [--rounds 400] [--dds-profile default] [--json P]
 """
 
 from __future__ import annotations
@@ -47,11 +51,18 @@ def _reference():
     return module
 
 
-def _take(sub, mode: str, convert: Callable) -> float | None:
+#: name -> (median ms of the first variant, of the second, their ratio second / first).
+RESULTS: dict[str, dict[str, float]] = {}
+
+
+def _take(sub, mode: str, convert: Callable, rcl_take) -> float | None:
     """Take one message (None: nothing there) and view its pixels; return the seconds."""
     with sub.handle:
         start = time.perf_counter()
-        got = sub.handle.take_message(sub.msg_type, sub.raw)
+        if mode == 'rcl':
+            got = rcl_take.take(sub.handle.pointer)
+        else:
+            got = sub.handle.take_message(sub.msg_type, sub.raw)
         if got is None:
             return None
         convert(got[0], mode)
@@ -59,21 +70,26 @@ def _take(sub, mode: str, convert: Callable) -> float | None:
 
 
 def bench_take(node, rounds: int) -> None:
-    """Typed take + view against raw take + read + view, per image size."""
+    """Typed take + view against raw take + read + view, and the raw take against rcl's."""
     from rclpy.qos import QoSProfile
     from rclpy.serialization import serialize_message
     from sensor_msgs.msg import Image
 
-    from vision_nodes.ros.wire.cdr_reader import read_image
     from vision_nodes.ros.inputs.conversion import image_to_array, numpy_to_image
+    from vision_nodes.ros.process.rcl_take import RclTake
+    from vision_nodes.ros.wire.cdr_reader import read_image
 
     def convert(msg, mode):
-        image_to_array(read_image(msg) if mode == 'raw' else msg)
+        image_to_array(msg if mode == 'typed' else read_image(msg))
 
+    rcl_take = RclTake.load()
+    modes = ('typed', 'raw') + (('rcl',) if rcl_take is not None else ())
+    if rcl_take is None:
+        print('rcl take: off (VISION_NODES_RCL_TAKE=0, or rcl not loaded)')
     pub = node.create_publisher(Image, 'bench_cdr_image', QoSProfile(depth=1))
     subs = {mode: node.create_subscription(Image, 'bench_cdr_image', lambda *_: None,
-                                           QoSProfile(depth=1), raw=mode == 'raw')
-            for mode in ('typed', 'raw')}
+                                           QoSProfile(depth=1), raw=mode != 'typed')
+            for mode in modes}
     time.sleep(1.0)
     rng = np.random.default_rng(0)
     for size, (height, width) in SIZES.items():
@@ -82,20 +98,25 @@ def bench_take(node, rounds: int) -> None:
         spent: dict[str, list[float]] = {mode: [] for mode in subs}
         for index in range(rounds):
             pub.publish(data)
-            for mode in (('typed', 'raw') if index % 2 else ('raw', 'typed')):
+            for mode in (modes if index % 2 else modes[::-1]):
                 deadline = time.monotonic() + 5.0
                 while time.monotonic() < deadline:
-                    seconds = _take(subs[mode], mode, convert)
+                    seconds = _take(subs[mode], mode, convert, rcl_take)
                     if seconds is not None:
                         spent[mode].append(seconds)
                         break
                     time.sleep(0.0002)
         _report(f'take {size} bgr8', spent['typed'], spent['raw'], 'typed', 'raw')
+        if rcl_take is not None:
+            _report(f'take {size} bgr8 raw', spent['raw'], spent['rcl'], 'rclpy', 'rcl')
+    if rcl_take is not None:
+        rcl_take.close()
 
 
 def _report(name: str, old: list[float], new: list[float], old_name: str, new_name: str
             ) -> None:
     a, b = statistics.median(old) * 1e3, statistics.median(new) * 1e3
+    RESULTS[name] = {f'{old_name}_ms': a, f'{new_name}_ms': b, 'ratio': b / a}
     print(f'{name:32s} {old_name} {a:7.3f} ms  {new_name} {b:7.3f} ms  ratio {b / a:5.3f}',
           flush=True)
 
@@ -187,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--rounds', type=int, default=400)
     parser.add_argument('--dds-profile', default='large-images',
                         help="'large-images' (config/fastdds_large_images.xml) or 'default'")
+    parser.add_argument('--json', type=Path, help='write the medians and ratios here')
     args = parser.parse_args(argv)
     if args.dds_profile == 'large-images':
         os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(
@@ -206,6 +228,13 @@ def main(argv: list[str] | None = None) -> None:
         bench_take(node, args.rounds)
         bench_publish(node, args.rounds)
         print(f'load average {os.getloadavg()[0]:.2f}')
+        if args.json:
+            from bench_report import machine_facts, write_json
+
+            write_json(args.json, machine_facts(), RESULTS, None,
+                       {name: result['ratio'] for name, result in RESULTS.items()},
+                       extra={'dds_profile': args.dds_profile, 'rounds': args.rounds})
+            print(f'wrote {args.json}')
     finally:
         node.destroy_node()
         rclpy.shutdown()

@@ -141,8 +141,9 @@ def test_a_subscription_wait_takes_the_message_and_ends_on_wake(node):
         taken = None
         for _ in range(300):  # 0.1 s waits: the sample may still be on its way
             taken = taken or waiter.take(sub, 0.1)
-        data, info = taken
-        assert deserialize_message(data, Header).frame_id == 'one'
+        data, info = taken  # rcl's take: a read-only view of its pooled buffer (test_rcl_take)
+        assert isinstance(data, memoryview) and data.readonly
+        assert deserialize_message(bytes(data), Header).frame_id == 'one'
         assert info['received_timestamp'] >= info['source_timestamp'] > 0
         # Nothing more to take: a wake from another thread ends a long wait.
         timer = threading.Timer(0.2, waiter.wake)

@@ -22,7 +22,9 @@ renames one breaks here, in one line, and not across the package.
   for the package by :func:`with_message_info`.
 * ``rclpy_implementation.WaitSet`` and ``Subscription.handle.take_message``: a wait set
   of one subscription outside the executor, and the take, as rclpy's own
-  ``wait_for_message`` does them (:class:`SubscriptionWait`).
+  ``wait_for_message`` does them (:class:`SubscriptionWait`); ``Subscription.handle.pointer``,
+  the ``rcl_subscription_t`` a raw subscription's messages are taken from by rcl itself
+  instead (:mod:`.rcl_take`: one copy of the message fewer).
 * ``CallbackGroup.entities``: the weak references a callback group keeps to its
   subscriptions, timers, guard conditions and event handlers. rclpy adds one for each entity
   made and never takes it out when the entity is destroyed; :func:`leave_callback_groups`
@@ -40,6 +42,8 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.guard_condition import GuardCondition
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.subscription import Subscription
+
+from .rcl_take import RclTake
 
 #: The exception rcl raises when it refuses an endpoint (see the module docstring).
 RCLError: type = _rclpy.RCLError
@@ -124,6 +128,8 @@ class SubscriptionWait:
         """Make the wake-up guard condition in ``context`` (the node's)."""
         self._context = context
         self._wake = GuardCondition(None, None, context=context)
+        #: rcl's take into pooled buffers for raw subscriptions (None: rclpy's take).
+        self._rcl_take = RclTake.load()
 
     def wake(self) -> None:
         """End a wait now (from any thread)."""
@@ -136,7 +142,8 @@ class SubscriptionWait:
         handler has run). With no subscription (None, or one already destroyed) it waits for
         :meth:`wake` or the timeout only. A subscription destroyed by another thread during
         the wait stays valid until the wait ends. Raises ``InvalidHandle`` once the context or
-        this wait is destroyed: nothing is left to wait for.
+        this wait is destroyed: nothing is left to wait for. A raw subscription's message is
+        a read-only ``memoryview`` where rcl takes it (:mod:`.rcl_take`), else ``bytes``.
         """
         with ExitStack() as held:
             held.enter_context(self._context.handle)
@@ -165,11 +172,15 @@ class SubscriptionWait:
             if subscription is None or subscription.handle.pointer not in \
                     wait_set.get_ready_entities('subscription'):
                 return None
+            if subscription.raw and self._rcl_take is not None:
+                return self._rcl_take.take(subscription.handle.pointer)
             return subscription.handle.take_message(subscription.msg_type, subscription.raw)
 
     def destroy(self) -> None:
-        """Destroy the guard condition (after the last :meth:`take`)."""
+        """Destroy the guard condition and free the take's buffers (after the last take)."""
         self._wake.destroy()
+        if self._rcl_take is not None:
+            self._rcl_take.close()
 
 
 def _run_event(handler: Any) -> None:
