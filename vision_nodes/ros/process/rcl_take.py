@@ -121,13 +121,17 @@ class _Pool:
             raise TakeError('cannot initialise a serialized message buffer')
         return message
 
-    def give_back(self, message: _Uint8Array) -> None:
-        """Keep ``message`` for a later take, or free it (pool full or closed)."""
+    def give_back(self, message: _Uint8Array, byref: Any = ctypes.byref) -> None:
+        """Keep ``message`` for a later take, or free it (pool full or closed).
+
+        Called from a view's finaliser, on any thread and as late as interpreter exit, so it
+        uses nothing but what it holds (``byref`` bound here).
+        """
         with self._lock:
             if not self._closed and len(self._free) < POOL_SIZE:
                 self._free.append(message)
                 return
-        self._fini(ctypes.byref(message))
+        self._fini(byref(message))
 
     def close(self) -> None:
         """Free the free buffers; buffers still lent out are freed when given back."""
