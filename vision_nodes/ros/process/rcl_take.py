@@ -8,7 +8,7 @@ keeps (rcutils byte arrays, allocated with rcutils' default allocator, so that t
 may grow one) and lends the message out as a read-only ``memoryview`` of its buffer. The
 buffer goes back to the pool when the last view of it is gone, never before: a frame that
 something still holds keeps its bytes, and the next take uses another buffer.
-``benchmarks/bench_cdr.py`` measures it against rclpy's take: 0.72-0.85 of its time
+``benchmarks/bench_cdr.py`` measures it against rclpy's take: 0.72-0.87 of its time
 (docs/benchmarks.md).
 
 The message info is read from ``rmw_message_info_t`` as rclpy reads it (the same keys; an
