@@ -165,5 +165,6 @@ def test_the_environment_turns_it_off_and_the_wait_takes_with_rclpy(node, pair, 
 
 
 def test_without_rcl_loaded_there_is_no_take(monkeypatch):
-    monkeypatch.setattr(rcl_take, '_loaded', lambda name: None)
-    assert RclTake.load() is None
+    assert rcl_take._loaded('libvision_nodes_no_such_library.so') is None
+    monkeypatch.delattr(rcl_take.os, 'RTLD_NOLOAD')  # Windows: no way to look without loading
+    assert rcl_take._loaded('librcl.so') is None and RclTake.load() is None

@@ -77,9 +77,15 @@ class _ErrorString(ctypes.Structure):
 
 
 def _loaded(name: str) -> ctypes.CDLL | None:
-    """Return the library ``name`` if the process has loaded it already, else None."""
+    """Return the library ``name`` if the process has loaded it already, else None.
+
+    None too where ``dlopen`` has no ``RTLD_NOLOAD`` (Windows): rclpy's take is used there.
+    """
+    no_load = getattr(os, 'RTLD_NOLOAD', None)
+    if no_load is None:
+        return None
     try:
-        return ctypes.CDLL(name, mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+        return ctypes.CDLL(name, mode=os.RTLD_NOW | no_load)
     except OSError:
         return None
 
