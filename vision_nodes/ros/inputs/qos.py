@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from ...text import clip, show_path
-from ..process.launch_arguments import DDS_PROFILE_VARIABLE
+from ..process.launch_arguments import DDS_PROFILE_VARIABLE, is_fast_dds
 
 try:  # Galactic and later
     from rclpy.qos import QoSCompatibility, qos_check_compatible
@@ -96,12 +96,8 @@ def _rmw(given: str | None = None) -> str:
         return ''
 
 
-def _fast_dds(rmw: str) -> bool:
-    return rmw.startswith('rmw_fastrtps')
-
-
 def _caveat(rmw: str | None) -> str:
-    return f' ({LARGE_IMAGE_CAVEAT})' if _fast_dds(_rmw(rmw)) else ''
+    return f' ({LARGE_IMAGE_CAVEAT})' if is_fast_dds(_rmw(rmw)) else ''
 
 
 def dds_profile(environ: Mapping[str, str] | None = None) -> str:
@@ -112,7 +108,7 @@ def dds_profile(environ: Mapping[str, str] | None = None) -> str:
 def middleware(rmw: str | None = None, environ: Mapping[str, str] | None = None) -> str:
     """Say which middleware the node runs on, and with Fast DDS which profile file."""
     rmw = _rmw(rmw)
-    if not _fast_dds(rmw):
+    if not is_fast_dds(rmw):
         return clip(rmw, 60) or 'unknown'
     profile = dds_profile(environ)
     return f'{rmw}, profile {show_path(profile)}' if profile else \
@@ -127,7 +123,7 @@ def explain_slow_delivery(rmw: str | None = None,
     to start with it.
     """
     rmw = _rmw(rmw)
-    if _fast_dds(rmw):
+    if is_fast_dds(rmw):
         profile = dds_profile(environ)
         if not profile:
             return SLOW_DELIVERY_CAUSE

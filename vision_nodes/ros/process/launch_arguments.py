@@ -46,8 +46,6 @@ DDS_PROFILES = {'large_images': 'config/fastdds_large_images.xml'}
 DDS_PROFILE_VARIABLE = 'FASTDDS_DEFAULT_PROFILES_FILE'
 #: Largest profile file read (Fast DDS profiles are a few kilobytes).
 MAX_DDS_PROFILE_BYTES = 1 << 20
-#: The RMW implementations that read it (rmw_fastrtps_cpp is the default RMW).
-FAST_DDS_RMWS = ('rmw_fastrtps_cpp', 'rmw_fastrtps_dynamic_cpp')
 
 
 @dataclass(frozen=True)
@@ -207,6 +205,15 @@ def _process_arguments() -> list:
                         'shared memory in one piece; start the camera driver with it too), or '
                         "a profile XML file. Empty: the launch's own environment."),
     ]
+
+
+def is_fast_dds(rmw: str) -> bool:
+    """Return whether the RMW implementation ``rmw`` is Fast DDS's, which reads the profile.
+
+    rmw_fastrtps_cpp (the default RMW) or rmw_fastrtps_dynamic_cpp: the ones that read
+    :data:`DDS_PROFILE_VARIABLE`. The launch and the node's diagnostics both ask this.
+    """
+    return rmw.startswith('rmw_fastrtps')
 
 
 def dds_profile_environment(value: str) -> dict[str, str]:

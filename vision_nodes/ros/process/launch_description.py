@@ -25,8 +25,8 @@ import yaml
 
 from ...text import show_path
 from .launch_arguments import (BOOLEANS, DDS_PROFILE_VARIABLE, DEFAULT_BACKEND, EXECUTABLE,
-                               FAST_DDS_RMWS, LISTS, NUMBERS, OVERRIDABLE, PACKAGE, Output,
-                               boolean_argument, dds_profile_environment, declare_arguments,
+                               LISTS, NUMBERS, OVERRIDABLE, PACKAGE, Output, boolean_argument,
+                               dds_profile_environment, declare_arguments, is_fast_dds,
                                model_list, number_argument, seconds_argument)
 from .launch_autostart import autostart_actions
 from .startup import StartupError, check_params_file
@@ -167,7 +167,7 @@ def _node_and_lifecycle(context, given_names: set[str], outputs: tuple[Output, .
     on_exit = functools.partial(_respawning if respawn else _failed_exit, full_name, delay)
     actions = [node, RegisterEventHandler(OnProcessExit(target_action=node, on_exit=on_exit))]
     rmw = os.environ.get('RMW_IMPLEMENTATION', '')
-    if environment and rmw and rmw not in FAST_DDS_RMWS:
+    if environment and rmw and not is_fast_dds(rmw):
         actions.insert(0, LogInfo(msg=(
             f"dds_profile:={arg('dds_profile')}: RMW_IMPLEMENTATION is {rmw}, which does not "
             f'read {DDS_PROFILE_VARIABLE}: the profile changes nothing (it is for '
