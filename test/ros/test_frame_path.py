@@ -248,3 +248,30 @@ def test_the_inference_thread_takes_its_frames_itself(node):
         path.close()
         node.destroy_publisher(pub)
         node.destroy_subscription(sub)
+
+
+def test_a_wait_on_several_subscriptions_says_which_are_ready(node):
+    """wait: the positions of the subscriptions with a message, None and destroyed ones left out;
+    take_now takes without waiting, and gives None for a destroyed subscription."""
+    waiter = SubscriptionWait(node.context)
+    first, first_pub = _pair(node, 'wait_several_a')
+    second, second_pub = _pair(node, 'wait_several_b')
+    gone = node.create_subscription(Header, 'wait_several_c', lambda _: None, RELIABLE, raw=True)
+    node.destroy_subscription(gone)
+    try:
+        second_pub.publish(Header(frame_id='b'))
+        ready = []
+        assert wait_for(lambda: ready.append(waiter.wait([first, None, second, gone], 0.1))
+                        or ready[-1], 60.0)
+        assert ready[-1] == [2]
+        data, _ = waiter.take_now(second)
+        assert deserialize_message(bytes(data), Header).frame_id == 'b'
+        assert waiter.take_now(second) is None  # nothing left: no wait
+        assert waiter.take_now(gone) is None
+    finally:
+        waiter.destroy()
+        for pub in (first_pub, second_pub):
+            node.destroy_publisher(pub)
+        for sub in (first, second):
+            node.destroy_subscription(sub)
+

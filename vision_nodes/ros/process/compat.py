@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import weakref
 from contextlib import ExitStack
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from rclpy.exceptions import InvalidHandle
 from rclpy.executors import SingleThreadedExecutor
@@ -112,16 +112,17 @@ class SteppedExecutor(SingleThreadedExecutor):
 
 
 class SubscriptionWait:
-    """Wait on one subscription outside any executor, and take its next message.
+    """Wait on subscriptions outside any executor, and take their next messages.
 
-    A wait set of the subscription, its event handlers and a guard condition of its own
+    A wait set of the subscriptions, their event handlers and a guard condition of its own
     (:meth:`wake`), built with ``rclpy_implementation.WaitSet`` as rclpy's own
     ``wait_for_message`` builds it (rclpy has no public wait set). The thread that runs frames
     waits here on the image subscription itself, so a frame reaches it without a second
-    thread's wake-up in between (:mod:`..inputs.frame_path`). The subscription's event
-    handlers (incompatible QoS) are waited on and run here too, never by the executor: with
-    Fast DDS an executor waiting on them took the data's wake-ups (measured: a third of the
-    frames came through, docs/benchmarks.md), as if one waiter per subscription were woken.
+    thread's wake-up in between (:mod:`..inputs.frame_path`); a multi-camera node's taker waits
+    here on every camera's (:mod:`..inputs.frame_taker`). The subscriptions' event handlers
+    (incompatible QoS) are waited on and run here too, never by the executor: with Fast DDS an
+    executor waiting on them took the data's wake-ups (measured: a third of the frames came
+    through, docs/benchmarks.md), as if one waiter per subscription were woken.
     """
 
     def __init__(self, context: Any) -> None:
@@ -139,28 +140,45 @@ class SubscriptionWait:
         """Wait up to ``timeout_s`` for a message on ``subscription``; return it with its info.
 
         None when the wait ended without one: the timeout, :meth:`wake`, or an event (its
-        handler has run). With no subscription (None, or one already destroyed) it waits for
-        :meth:`wake` or the timeout only. A subscription destroyed by another thread during
-        the wait stays valid until the wait ends. Raises ``InvalidHandle`` once the context or
-        this wait is destroyed: nothing is left to wait for. A raw subscription's message is
-        a read-only ``memoryview`` where rcl takes it (:mod:`.rcl_take`), else ``bytes``.
+        handler has run), or the subscription was destroyed meanwhile. With no subscription
+        (None, or one already destroyed) it waits for :meth:`wake` or the timeout only. A
+        subscription destroyed by another thread during the wait stays valid until the wait
+        ends. Raises ``InvalidHandle`` once the context or this wait is destroyed: nothing is
+        left to wait for. A raw subscription's message is a read-only ``memoryview`` where rcl
+        takes it (:mod:`.rcl_take`), else ``bytes``.
+        """
+        return self.take_now(subscription) if self.wait([subscription], timeout_s) else None
+
+    def wait(self, subscriptions: Sequence[Any], timeout_s: float) -> list[int]:
+        """Wait up to ``timeout_s`` for messages on any of ``subscriptions``.
+
+        Return the positions in ``subscriptions`` of those with a message to take
+        (:meth:`take_now`), in order; empty when the wait ended without one (as :meth:`take`).
+        An entry that is None, or a subscription already destroyed, is not waited on.
         """
         with ExitStack() as held:
             held.enter_context(self._context.handle)
             held.enter_context(self._wake.handle)
+            live: list[tuple[int, Any]] = []
             handlers: list[Any] = []
-            if subscription is not None:
+            for position, subscription in enumerate(subscriptions):
+                if subscription is None:
+                    continue
                 try:
-                    held.enter_context(subscription.handle)
-                    for handler in getattr(subscription, 'event_handlers', ()):
-                        held.enter_context(handler)
-                        handlers.append(handler)
+                    with ExitStack() as its:
+                        its.enter_context(subscription.handle)
+                        own = list(getattr(subscription, 'event_handlers', ()))
+                        for handler in own:
+                            its.enter_context(handler)
+                        held.enter_context(its.pop_all())
                 except InvalidHandle:  # destroyed before the wait began
-                    subscription, handlers = None, []
-            wait_set = _rclpy.WaitSet(0 if subscription is None else 1, 1, 0, 0, 0,
-                                      len(handlers), self._context.handle)
+                    continue
+                live.append((position, subscription))
+                handlers += own
+            wait_set = _rclpy.WaitSet(len(live), 1, 0, 0, 0, len(handlers),
+                                      self._context.handle)
             wait_set.clear_entities()
-            if subscription is not None:
+            for _, subscription in live:
                 wait_set.add_subscription(subscription.handle)
             wait_set.add_guard_condition(self._wake.handle)
             for handler in handlers:
@@ -169,12 +187,22 @@ class SubscriptionWait:
             for handler in handlers:
                 if handler.is_ready(wait_set):
                     _run_event(handler)
-            if subscription is None or subscription.handle.pointer not in \
-                    wait_set.get_ready_entities('subscription'):
-                return None
-            if subscription.raw and self._rcl_take is not None:
-                return self._rcl_take.take(subscription.handle.pointer)
-            return subscription.handle.take_message(subscription.msg_type, subscription.raw)
+            ready = set(wait_set.get_ready_entities('subscription')) if live else set()
+            return [position for position, subscription in live
+                    if subscription.handle.pointer in ready]
+
+    def take_now(self, subscription: Any) -> tuple[Any, Any] | None:
+        """Take ``subscription``'s next message with its info, without waiting.
+
+        None when there is none, or the subscription is destroyed; otherwise as :meth:`take`.
+        """
+        try:
+            with subscription.handle:
+                if subscription.raw and self._rcl_take is not None:
+                    return self._rcl_take.take(subscription.handle.pointer)
+                return subscription.handle.take_message(subscription.msg_type, subscription.raw)
+        except InvalidHandle:  # destroyed by another thread since the wait
+            return None
 
     def destroy(self) -> None:
         """Destroy the guard condition and free the take's buffers (after the last take)."""
