@@ -275,3 +275,63 @@ def test_a_wait_on_several_subscriptions_says_which_are_ready(node):
         for sub in (first, second):
             node.destroy_subscription(sub)
 
+
+def test_the_taker_takes_each_cameras_frames_but_not_from_a_camera_holding_one(node):
+    """FrameTaker, as a multi-camera node uses it: no executor spins, yet both cameras' frames
+    arrive, taken on the taker's thread; a camera holding a frame is not taken from until it
+    lets go (reopen wakes the taker); a new subscription is waited on from its change on."""
+    from vision_nodes.ros.inputs.frame_taker import FrameTaker
+
+    errors: list[str] = []
+    sinks = [Sink(), Sink()]
+    paths = [FramePath(node, log_error=errors.append, lazy=lambda: False, sink=sink)
+             for sink in sinks]
+    (sub_a, pub_a), (sub_b, pub_b) = _pair(node, 'taker_a'), _pair(node, 'taker_b')
+    sources = [Source(paths[0], sub_a), Source(paths[1], sub_b)]
+    taker = FrameTaker(node.context, sources, [lambda p=p: p.holding for p in paths],
+                       errors.append)
+
+    def frame_ids(sink):
+        return [deserialize_message(bytes(msg), Header).frame_id for msg, _, _ in sink.items]
+
+    try:
+        for path in paths:
+            path.taken_by(taker.wake)
+            path.reset()
+            assert not path.gate.open  # the executor never takes from these subscriptions
+        taker.start()
+        assert all(s.on_change is not None for s in sources)
+        pub_a.publish(Header(frame_id='a1'))
+        pub_b.publish(Header(frame_id='b1'))
+        assert wait_for(lambda: all(sink.items for sink in sinks), 60.0)
+        assert {t for s in sources for t in s.threads} == {'frame taker'}
+        assert all(path.holding for path in paths)
+        # Camera a holds its frame; b lets go of its and sends another: b's comes, a's stays.
+        pub_a.publish(Header(frame_id='a2'))
+        paths[1].reopen()
+        assert not paths[1].holding
+        pub_b.publish(Header(frame_id='b2'))
+        assert wait_for(lambda: len(sinks[1].items) == 2, 60.0)
+        assert frame_ids(sinks[1]) == ['b1', 'b2'] and frame_ids(sinks[0]) == ['a1']
+        paths[0].reopen()  # a lets go: its frame waiting in the middleware comes next
+        assert wait_for(lambda: len(sinks[0].items) == 2, 60.0)
+        assert frame_ids(sinks[0]) == ['a1', 'a2']
+        # A new subscription for b: the taker waits on it from the change on.
+        node.destroy_subscription(sub_b)
+        sub_b = sources[1].subscription = node.create_subscription(
+            Header, 'taker_b', lambda _: None, RELIABLE, raw=True)
+        sources[1].on_change()
+        paths[1].reopen()
+        assert wait_for(lambda: (pub_b.publish(Header(frame_id='b3')),
+                                 len(sinks[1].items) >= 3)[1], 60.0)
+        assert frame_ids(sinks[1])[2] == 'b3' and errors == []
+    finally:
+        taker.stop()
+        taker.stop()  # idempotent
+        assert all(s.on_change is None for s in sources)
+        for path in paths:
+            path.close()
+        for pub in (pub_a, pub_b):
+            node.destroy_publisher(pub)
+        for sub in (sub_a, sub_b):
+            node.destroy_subscription(sub)

@@ -1,9 +1,10 @@
 """Several cameras, one model: frames that arrive close together run as one batch.
 
-Each camera is a :class:`~.frame_path.FramePath` of its own (its gate, its counts, its
-dropped-frame count): while its frame waits or runs, its gate is closed and newer frames of
-that camera wait in the middleware, which keeps the newest. So each camera has at most one
-frame here, and stale frames are dropped by the one mechanism, per camera.
+Each camera is a :class:`~.frame_path.FramePath` of its own (its counts, its dropped-frame
+count), whose frames one thread takes for all cameras (:mod:`.frame_taker`): while a camera's
+frame waits or runs, it holds it, nothing is taken from that camera and its newer frames wait in
+the middleware, which keeps the newest. So each camera has at most one frame here, and stale
+frames are dropped by the one mechanism, per camera.
 
 The batcher's thread takes the first frame that arrives, waits up to ``batch_window`` ms for
 other cameras' frames (never for a camera that sends nothing: the window is counted from the
@@ -12,8 +13,8 @@ first frame), and runs what it has, up to ``max_batch`` frames, through every mo
 Each frame's conversion, like its pre- and post-processing, runs on a pool thread beside the
 others' (:mod:`vision_nodes.parallel`).
 Each result is published on its own camera's outputs with its own frame's header; then each
-camera's gate opens again. A camera is named by its index in ``image_topics``: the key of
-anything kept per camera (outputs, tracker state).
+camera lets go of its frame (:meth:`~.frame_path.FramePath.reopen`). A camera is named by
+its index in ``image_topics``: the key of anything kept per camera (outputs, tracker state).
 
 Where every model's runner runs several frames at once on its own (``concurrent_frames`` > 1:
 OpenVINO on a CPU, one stream per core), a batch is that many frames side by side, not one
@@ -82,7 +83,7 @@ class FrameBatcher:
         return int(self._param('max_batch')) or len(self.cameras)
 
     def start(self) -> None:
-        """Start the worker threads, every camera's gate open and counts at zero."""
+        """Start the worker threads, every camera holding no frame and counts at zero."""
         for camera in self.cameras:
             camera.reset()
         self._threads = [threading.Thread(target=self._loop, name=f'batcher{i}', daemon=True)
@@ -107,8 +108,6 @@ class FrameBatcher:
         for thread in self._threads:
             thread.join()
         self._threads = []
-        for camera in self.cameras:
-            camera.gate.open = True
 
     def _loop(self) -> None:
         while True:

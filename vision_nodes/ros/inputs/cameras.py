@@ -2,8 +2,9 @@
 
 :class:`CameraInputs` stands where the single :class:`~.subscription.ImageInput` stands for the
 node (check, subscribe, lazy and QoS updates, unsubscribe, what the diagnostics show), and holds
-one ``ImageInput`` per camera, each raw or compressed with its own QoS auto-match, in its own
-camera's gate, and the :class:`~.batcher.FrameBatcher` that runs their frames together.
+one ``ImageInput`` per camera, each raw or compressed with its own QoS auto-match, the
+:class:`~.frame_taker.FrameTaker` that takes their frames, and the
+:class:`~.batcher.FrameBatcher` that runs them together.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Callable
 from ..process.diagnostics import diagnostic_status
 from .batcher import FrameBatcher
 from .frame_path import FramePath
+from .frame_taker import FrameTaker
 from .subscription import ImageInput
 
 
@@ -30,6 +32,11 @@ class CameraInputs:
                                   topic=topic, on_error=self.batcher.error_from(index))
                        for index, (camera, topic) in enumerate(zip(self.batcher.cameras,
                                                                    topics))]
+        self.taker = FrameTaker(node.context, self.inputs,
+                                [lambda camera=camera: camera.holding
+                                 for camera in self.batcher.cameras], log_error)
+        for camera in self.batcher.cameras:
+            camera.taken_by(self.taker.wake)
         self.transport = self.inputs[0].transport
         self.topic_name = ', '.join(i.topic_name for i in self.inputs)
 
@@ -44,8 +51,9 @@ class CameraInputs:
             item.check_topic()
 
     def start(self) -> None:
-        """Start the batcher (before the first subscription)."""
+        """Start the batcher and the taker (before the first subscription)."""
         self.batcher.start()
+        self.taker.start()
 
     def _wanted(self, index: int, wanted: bool) -> bool:
         """Lazy: a camera is taken while one of its own outputs has a subscriber."""
@@ -64,9 +72,10 @@ class CameraInputs:
             item.update_in_timer(lambda index=index: self._wanted(index, wanted()))
 
     def unsubscribe(self) -> None:
-        """Drop every subscription, then finish the batch in flight (idempotent)."""
+        """Drop every subscription, stop taking, finish the batch in flight (idempotent)."""
         for item in self.inputs:
             item.unsubscribe()
+        self.taker.stop()
         self.batcher.stop()
         for camera in self.batcher.cameras:
             camera.close()

@@ -7,12 +7,12 @@ Stale frames are dropped in one place, the middleware, and counted in one place,
 frames arriving while it runs one stay in the middleware, where the subscription's KEEP_LAST
 history keeps only the newest. A frame so reaches the thread that runs it with one wake-up,
 the middleware's, and the executor's thread stays free for services. A multi-camera node's
-cameras (:mod:`.batcher`) are taken by the executor instead, each behind its gate: the image
-subscription's callback group, closed while that camera's frame waits or runs, which rclpy
-then leaves out of the wait set. Either way nothing takes, copies or converts a frame that
-would be dropped. The gap in the publisher's sequence numbers tells how many frames were
-dropped. With several models, each model after the first runs on a thread of its own, at the
-same time.
+cameras (:mod:`.batcher`) are taken by one thread of their own (:mod:`.frame_taker`), which
+leaves out a camera while its frame waits or runs (:attr:`FramePath.holding`). Either way
+nothing takes, copies or converts a frame that would be dropped, and the image
+subscriptions' callback group (the gate) stays closed: the executor never takes a frame. The
+gap in the publisher's sequence numbers tells how many frames were dropped. With several
+models, each model after the first runs on a thread of its own, at the same time.
 """
 
 from __future__ import annotations
@@ -100,6 +100,10 @@ class FramePath:
         #: The input whose frames the thread takes itself (:meth:`take_from`), and its wait.
         self._source: Any = None
         self._wait: compat.SubscriptionWait | None = None
+        #: What wakes the thread that takes this camera's frames (:meth:`taken_by`).
+        self._taker_wake: Callable[[], None] | None = None
+        #: Whether a frame handed over waits or runs (until :meth:`reopen`).
+        self.holding = False
 
     def load(self, models: list[ServedModel]) -> list[ServedModel]:
         """Use ``models`` from the next frame; return the ones used before."""
@@ -119,8 +123,17 @@ class FramePath:
         self._wait = compat.SubscriptionWait(self._node.context)
         source.on_change = self._wait.wake
 
+    def taken_by(self, wake: Callable[[], None]) -> None:
+        """Let another thread take this camera's frames (:mod:`.frame_taker`).
+
+        It takes from the image subscription while :attr:`holding` is False; ``wake`` tells it
+        that a frame was let go (:meth:`reopen`). The gate stays closed.
+        """
+        self._taker_wake = wake
+        self.gate.open = False
+
     def start(self) -> None:
-        """Start the inference thread, with the gate open (unless it takes frames itself)."""
+        """Start the inference thread, with the gate open (unless frames are taken for it)."""
         self.reset()
         self._helpers = {m.name: ThreadPoolExecutor(1, thread_name_prefix=m.name)
                          for m in self.models[1:]}
@@ -128,14 +141,16 @@ class FramePath:
         self._thread.start()
 
     def reset(self) -> None:
-        """Set the counts to zero, forget sequence numbers, open the gate (unless taking).
+        """Set the counts to zero, forget sequence numbers, open the gate (unless taken).
 
-        A path whose thread takes its frames itself (:meth:`take_from`) keeps it closed.
+        A path whose frames a thread takes (:meth:`take_from`, :meth:`taken_by`) keeps it
+        closed.
         """
         self.stats.reset()
         self.stages.reset()
         self._last_seq.clear()
-        self.gate.open = self._source is None
+        self.holding = False
+        self.gate.open = self._source is None and self._taker_wake is None
 
     def stop(self) -> None:
         """Finish the frame in flight and stop the inference thread (idempotent)."""
@@ -162,6 +177,7 @@ class FramePath:
         and its DDS source and reception timestamps time the frame's way in.
         """
         self.gate.open = False
+        self.holding = True
         times = self._times(info) if isinstance(info, dict) else None
         self.stats.on_received()
         self._frames.put((msg, times, time.time_ns()))
@@ -228,10 +244,14 @@ class FramePath:
     def reopen(self) -> None:
         """After a frame: the newest frame waiting in the middleware comes next.
 
-        The gate opens, unless the thread takes its frames itself (:meth:`take_from`).
+        The gate opens, unless a thread takes the frames: the path's own (:meth:`take_from`),
+        or the one :meth:`taken_by` named, woken here.
         """
         self._opened_ns = time.time_ns()
-        if self._source is None:
+        self.holding = False
+        if self._taker_wake is not None:
+            self._taker_wake()
+        elif self._source is None:
             self.gate.open = True
             self._wake.trigger()
 
