@@ -47,47 +47,41 @@ def _info(seq: int, source_ns: int, received_ns: int) -> dict:
             'publication_sequence_number': seq, 'publisher_gid': {'data': b'g' * 16}}
 
 
-def test_a_frame_that_came_while_the_gate_was_shut_is_timed_from_its_opening(node):
+def test_a_frame_that_came_while_one_was_held_is_timed_from_its_letting_go(node):
     sink = Sink()
     path = FramePath(node, log_error=lambda _: None, lazy=lambda: False, sink=sink)
-    try:
-        now = time.time_ns()
-        path.on_image('first', _info(1, now - 3_000_000, now - 2_000_000))
-        assert not path.gate.open
-        _, times, called = sink.items[-1]
-        # Nothing was in flight: taken as delivered.
-        assert times == (now - 3_000_000, now - 2_000_000, now - 2_000_000) and called >= now
-        # The next frame arrives while the first is processed, then the gate opens.
-        arrived = time.time_ns()
-        path.reopen()
-        opened = path._opened_ns
-        assert path.gate.open and opened >= arrived
-        path.on_image('second', _info(2, arrived - 1_000_000, arrived))
-        _, times, called = sink.items[-1]
-        # dds_in stays the middleware's; receive starts when the frame could be taken.
-        assert times[:2] == (arrived - 1_000_000, arrived) and times[2] == opened
-        assert called >= opened
-        # Without the middleware's timestamps the frame carries none.
-        path.reopen()
-        path.on_image('third', {'source_timestamp': 0, 'received_timestamp': 0})
-        assert sink.items[-1][1] is None
-    finally:
-        path.close()
+    now = time.time_ns()
+    path.on_image('first', _info(1, now - 3_000_000, now - 2_000_000))
+    assert path.holding
+    _, times, called = sink.items[-1]
+    # Nothing was in flight: taken as delivered.
+    assert times == (now - 3_000_000, now - 2_000_000, now - 2_000_000) and called >= now
+    # The next frame arrives while the first is processed, then the path lets go of it.
+    arrived = time.time_ns()
+    path.reopen()
+    opened = path._opened_ns
+    assert not path.holding and opened >= arrived
+    path.on_image('second', _info(2, arrived - 1_000_000, arrived))
+    _, times, called = sink.items[-1]
+    # dds_in stays the middleware's; receive starts when the frame could be taken.
+    assert times[:2] == (arrived - 1_000_000, arrived) and times[2] == opened
+    assert called >= opened
+    # Without the middleware's timestamps the frame carries none.
+    path.reopen()
+    path.on_image('third', {'source_timestamp': 0, 'received_timestamp': 0})
+    assert sink.items[-1][1] is None
 
 
 def test_the_gap_in_sequence_numbers_counts_dropped_frames(node):
     sink = Sink()
     path = FramePath(node, log_error=lambda _: None, lazy=lambda: False, sink=sink)
-    try:
-        now = time.time_ns()
-        for seq in (7, 8, 12):  # 9, 10 and 11 were replaced in the middleware
-            path.on_image(f'frame {seq}', _info(seq, now, now))
-            path.reopen()
-        snap = path.stats.snapshot()
-        assert [m for m, _, _ in sink.items] == ['frame 7', 'frame 8', 'frame 12']
-        assert (snap.received, snap.dropped) == (6, 3)
-    finally:
-        path.close()
+    now = time.time_ns()
+    for seq in (7, 8, 12):  # 9, 10 and 11 were replaced in the middleware
+        path.on_image(f'frame {seq}', _info(seq, now, now))
+        path.reopen()
+    snap = path.stats.snapshot()
+    assert [m for m, _, _ in sink.items] == ['frame 7', 'frame 8', 'frame 12']
+    assert (snap.received, snap.dropped) == (6, 3)
 
 
 def test_the_subscription_callback_gets_the_message_info_where_rclpy_gives_it(node, monkeypatch):
@@ -120,7 +114,6 @@ def test_the_subscription_callback_gets_the_message_info_where_rclpy_gives_it(no
         waiter.destroy()
         node.destroy_subscription(sub)
         node.destroy_publisher(pub)
-        path.close()
 
 
 def _pair(node, topic: str, **kwargs):
@@ -202,6 +195,38 @@ def test_the_subscriptions_events_run_in_the_wait(node):
         node.destroy_subscription(sub)
 
 
+def test_the_executor_leaves_the_image_subscriptions_messages_to_the_taking_thread(node):
+    """A subscription in the path's callback group is never run by a spinning executor: the
+    control subscription beside it, on the same topic, gets three messages; the image one's
+    callback none, and the newest message waits in it for the thread that takes."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    path = FramePath(node, log_error=lambda _: None, lazy=lambda: False)
+    ran, control = [], []
+    sub = node.create_subscription(Header, 'left_alone', ran.append, RELIABLE, raw=True,
+                                   callback_group=path.callback_group)
+    seen = node.create_subscription(Header, 'left_alone', control.append, RELIABLE)
+    pub = node.create_publisher(Header, 'left_alone', RELIABLE)
+    executor = SingleThreadedExecutor(context=node.context)
+    executor.add_node(node)
+    waiter = SubscriptionWait(node.context)
+    try:
+        assert wait_for(lambda: pub.get_subscription_count() == 2, 30.0)
+        for index in range(3):
+            pub.publish(Header(frame_id=str(index)))
+            assert wait_for(lambda: (executor.spin_once(0.05), len(control) > index)[1], 60.0)
+        assert ran == []
+        taken = waiter.take(sub, 10.0)
+        assert taken is not None and deserialize_message(bytes(taken[0]), Header).frame_id == '2'
+    finally:
+        executor.remove_node(node)
+        executor.shutdown()
+        waiter.destroy()
+        for entity in (sub, seen):
+            node.destroy_subscription(entity)
+        node.destroy_publisher(pub)
+
+
 class Source:
     """An image input as the frame path sees it (``ImageInput``'s three members), on ``Header``.
 
@@ -228,11 +253,9 @@ def test_the_inference_thread_takes_its_frames_itself(node):
         path.take_from(source)
         assert source.on_change is not None  # a new subscription wakes the thread
         path.start()
-        assert not path.gate.open  # the executor never takes from this subscription
         pub.publish(Header(frame_id='a'))
         assert wait_for(lambda: path.stats.snapshot().received >= 1, 60.0)
         assert set(source.threads) == {'inference'}
-        assert not path.gate.open  # the frame ran (no models: nothing to run); still shut
         # A new subscription: the thread waits on it from the change on.
         node.destroy_subscription(sub)
         sub = source.subscription = node.create_subscription(
@@ -244,8 +267,7 @@ def test_the_inference_thread_takes_its_frames_itself(node):
         assert set(source.threads) == {'inference'}
     finally:
         path.stop()
-        assert path.gate.open and source.on_change is None
-        path.close()
+        assert source.on_change is None
         node.destroy_publisher(pub)
         node.destroy_subscription(sub)
 
@@ -298,7 +320,6 @@ def test_the_taker_takes_each_cameras_frames_but_not_from_a_camera_holding_one(n
         for path in paths:
             path.taken_by(taker.wake)
             path.reset()
-            assert not path.gate.open  # the executor never takes from these subscriptions
         taker.start()
         assert all(s.on_change is not None for s in sources)
         pub_a.publish(Header(frame_id='a1'))
@@ -329,8 +350,6 @@ def test_the_taker_takes_each_cameras_frames_but_not_from_a_camera_holding_one(n
         taker.stop()
         taker.stop()  # idempotent
         assert all(s.on_change is None for s in sources)
-        for path in paths:
-            path.close()
         for pub in (pub_a, pub_b):
             node.destroy_publisher(pub)
         for sub in (sub_a, sub_b):

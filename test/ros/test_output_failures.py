@@ -89,7 +89,6 @@ def test_the_frame_path_drops_the_frame_and_goes_on(node):
         assert values['last error'] == line and lines == [line]
     finally:
         path.stop()
-        path.close()
 
 
 def test_the_batcher_drops_the_frame_and_goes_on(node):
@@ -115,9 +114,6 @@ def test_the_batcher_drops_the_frame_and_goes_on(node):
                          f'(dropped): {WHY}']
     finally:
         batcher.stop()
-        for camera in batcher.cameras:
-            camera.close()
-        frames.close()
 
 
 def test_anything_a_frame_raises_costs_that_frame_only(node):
@@ -137,4 +133,3 @@ def test_anything_a_frame_raises_costs_that_frame_only(node):
         assert wait_for(lambda: outputs.published == [('next', (8, 8, 3))], 10.0), lines
     finally:
         path.stop()
-        path.close()

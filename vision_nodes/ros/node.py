@@ -140,7 +140,7 @@ class VisionNode(LifecycleNode):
         topics = list(self.parameters.value('image_topics'))
         sub = CameraInputs(self, self.frames, self.parameters.value, self._log_error, topics) \
             if topics else ImageInput(self, self.frames.on_image, self.parameters.value,
-                                      self._log_error, self.frames.gate,
+                                      self._log_error, self.frames.callback_group,
                                       on_error=self.frames.frame_error)
         self._input = sub  # undone by _stop_input if what follows fails
         sub.check_topic()  # not on one of the node's outputs

@@ -28,7 +28,8 @@ class CameraInputs:
         self._frames = frames
         self._param = param
         #: One input per camera, in ``image_topics`` order.
-        self.inputs = [ImageInput(node, camera.on_image, param, log_error, camera.gate,
+        self.inputs = [ImageInput(node, camera.on_image, param, log_error,
+                                  camera.callback_group,
                                   topic=topic, on_error=self.batcher.error_from(index))
                        for index, (camera, topic) in enumerate(zip(self.batcher.cameras,
                                                                    topics))]
@@ -77,8 +78,6 @@ class CameraInputs:
             item.unsubscribe()
         self.taker.stop()
         self.batcher.stop()
-        for camera in self.batcher.cameras:
-            camera.close()
         self.batcher.cameras = []
 
     def qos_text(self) -> str:

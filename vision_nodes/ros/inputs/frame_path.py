@@ -9,10 +9,11 @@ history keeps only the newest. A frame so reaches the thread that runs it with o
 the middleware's, and the executor's thread stays free for services. A multi-camera node's
 cameras (:mod:`.batcher`) are taken by one thread of their own (:mod:`.frame_taker`), which
 leaves out a camera while its frame waits or runs (:attr:`FramePath.holding`). Either way
-nothing takes, copies or converts a frame that would be dropped, and the image
-subscriptions' callback group (the gate) stays closed: the executor never takes a frame. The
-gap in the publisher's sequence numbers tells how many frames were dropped. With several
-models, each model after the first runs on a thread of its own, at the same time.
+nothing takes, copies or converts a frame that would be dropped, and the executor never
+takes a frame: the image subscriptions are in a callback group it never runs
+(:attr:`FramePath.callback_group`). The gap in the publisher's sequence numbers tells how
+many frames were dropped. With several models, each model after the first runs on a thread
+of its own, at the same time.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.callback_groups import CallbackGroup
 from rclpy.exceptions import InvalidHandle
 
 from ...images import ImageConversionError
@@ -53,18 +54,21 @@ class ServedModel:
     outputs: Outputs
 
 
-class _Gate(MutuallyExclusiveCallbackGroup):
-    """A callback group that can be closed: while closed, its entities are not waited on."""
+class _TakenElsewhere(CallbackGroup):
+    """The image subscriptions' callback group: the executor neither waits on nor runs them.
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.open = True
+    A thread of the node takes their frames instead (:meth:`FramePath.take_from`,
+    :mod:`.frame_taker`).
+    """
 
     def can_execute(self, entity: Any) -> bool:
-        return self.open and super().can_execute(entity)
+        return False
 
     def beginning_execution(self, entity: Any) -> bool:
-        return self.open and super().beginning_execution(entity)
+        return False
+
+    def ending_execution(self, entity: Any) -> None:
+        pass
 
 
 class FramePath:
@@ -81,9 +85,8 @@ class FramePath:
         self._node = node
         self._log_error = log_error
         self._lazy = lazy
-        #: The callback group the image subscription goes in.
-        self.gate = _Gate()
-        self._wake = node.create_guard_condition(lambda: None)
+        #: The callback group the image subscription goes in (never run by the executor).
+        self.callback_group = _TakenElsewhere()
         self.stats = FrameStats()
         #: Per-stage medians of the first model's frames (diagnostics, benchmark).
         self.stages = StageTimes()
@@ -94,8 +97,8 @@ class FramePath:
         self._helpers: dict[str, ThreadPoolExecutor] = {}
         #: Publication sequence number of the last frame taken, per publisher.
         self._last_seq: dict[bytes, int] = {}
-        #: When the gate last opened, or the thread became free (system-clock ns): a frame
-        #: that arrived before waited for the frame before it, not for the middleware.
+        #: When the path last let go of a frame (system-clock ns): a frame that arrived
+        #: before waited for the frame before it, not for the middleware.
         self._opened_ns = 0
         #: The input whose frames the thread takes itself (:meth:`take_from`), and its wait.
         self._source: Any = None
@@ -116,8 +119,8 @@ class FramePath:
 
         ``source`` (an :class:`~.subscription.ImageInput`) gives its current rclpy
         ``subscription`` (None while it has none) and ``deliver``s a taken message to this
-        path's :meth:`on_image`; its subscription is in :attr:`gate`, which then stays closed
-        so that the executor never takes from it. :meth:`stop` ends this.
+        path's :meth:`on_image`; its subscription is in :attr:`callback_group`, so the
+        executor never takes from it. :meth:`stop` ends this.
         """
         self._source = source
         self._wait = compat.SubscriptionWait(self._node.context)
@@ -127,13 +130,12 @@ class FramePath:
         """Let another thread take this camera's frames (:mod:`.frame_taker`).
 
         It takes from the image subscription while :attr:`holding` is False; ``wake`` tells it
-        that a frame was let go (:meth:`reopen`). The gate stays closed.
+        that a frame was let go (:meth:`reopen`).
         """
         self._taker_wake = wake
-        self.gate.open = False
 
     def start(self) -> None:
-        """Start the inference thread, with the gate open (unless frames are taken for it)."""
+        """Start the inference thread, holding no frame and counts at zero."""
         self.reset()
         self._helpers = {m.name: ThreadPoolExecutor(1, thread_name_prefix=m.name)
                          for m in self.models[1:]}
@@ -141,16 +143,11 @@ class FramePath:
         self._thread.start()
 
     def reset(self) -> None:
-        """Set the counts to zero, forget sequence numbers, open the gate (unless taken).
-
-        A path whose frames a thread takes (:meth:`take_from`, :meth:`taken_by`) keeps it
-        closed.
-        """
+        """Set the counts to zero, forget sequence numbers, hold no frame."""
         self.stats.reset()
         self.stages.reset()
         self._last_seq.clear()
         self.holding = False
-        self.gate.open = self._source is None and self._taker_wake is None
 
     def stop(self) -> None:
         """Finish the frame in flight and stop the inference thread (idempotent)."""
@@ -164,19 +161,17 @@ class FramePath:
             self._source.on_change = None
             self._wait.destroy()
             self._source = self._wait = None
-        self.gate.open = True
         for pool in self._helpers.values():
             pool.shutdown(wait=True)
         self._helpers = {}
 
     def on_image(self, msg: Any, info: Any = None) -> None:
-        """Close the gate and hand the frame to the thread: the image input's callback.
+        """Hold the frame and hand it to the thread: what the image input delivers to.
 
         ``info``, the message info where rclpy gives it (Jazzy and later): the gap in the
         publisher's sequence numbers counts the frames the middleware dropped before this one,
         and its DDS source and reception timestamps time the frame's way in.
         """
-        self.gate.open = False
         self.holding = True
         times = self._times(info) if isinstance(info, dict) else None
         self.stats.on_received()
@@ -186,7 +181,8 @@ class FramePath:
         """Count the frames dropped before this one; return its DDS times.
 
         The times (system-clock ns): the source and reception timestamps, and when the frame
-        could first be taken: its reception, or the gate's opening if it came later.
+        could first be taken: its reception, or when the path let go of the frame before if
+        later.
         """
         seq = info.get('publication_sequence_number')
         gid = (info.get('publisher_gid') or {}).get('data') if seq is not None else None
@@ -237,23 +233,16 @@ class FramePath:
             finally:
                 self.reopen()
 
-    def close(self) -> None:
-        """Destroy the wake-up guard condition (a camera's path lives for one activation)."""
-        self._node.destroy_guard_condition(self._wake)
-
     def reopen(self) -> None:
         """After a frame: the newest frame waiting in the middleware comes next.
 
-        The gate opens, unless a thread takes the frames: the path's own (:meth:`take_from`),
-        or the one :meth:`taken_by` named, woken here.
+        The thread that takes this path's frames looks again: the path's own (:meth:`take_from`)
+        when it is done here, or the one :meth:`taken_by` named, woken here.
         """
         self._opened_ns = time.time_ns()
         self.holding = False
         if self._taker_wake is not None:
             self._taker_wake()
-        elif self._source is None:
-            self.gate.open = True
-            self._wake.trigger()
 
     def _process(self, msg: Any, times: tuple[int, ...] | None, called_ns: int) -> None:
         """Convert once, run every wanted model, publish each result; time the first model's."""
