@@ -228,10 +228,13 @@ def test_the_executor_leaves_the_image_subscriptions_messages_to_the_taking_thre
 
 
 class Source:
-    """An image input as the frame path sees it (``ImageInput``'s three members), on ``Header``.
+    """An image input as the frame path and the taker see it (``ImageInput``'s members), on
+    ``Header``.
 
     The subscription and DDS are real; ``deliver`` notes the thread it runs on.
     """
+
+    label = 'camera'
 
     def __init__(self, path: FramePath, subscription) -> None:
         self.subscription = subscription
@@ -242,6 +245,35 @@ class Source:
     def deliver(self, data: bytes, info) -> None:
         self.threads.append(threading.current_thread().name)
         self._path.on_image(data, info)
+
+
+class Failing(Source):
+    """A source whose first delivered frame raises (a reader, a callback gone wrong)."""
+
+    label = 'failing'
+
+    def deliver(self, data: bytes, info) -> None:
+        if not self.threads:
+            self.threads.append('raised')
+            raise RuntimeError('unreadable frame')
+        super().deliver(data, info)
+
+
+def test_a_frame_that_raises_on_delivery_costs_that_frame_not_the_inference_thread(node):
+    errors: list[str] = []
+    path = FramePath(node, log_error=errors.append, lazy=lambda: False)
+    sub, pub = _pair(node, 'own_failing')
+    try:
+        path.take_from(Failing(path, sub))
+        path.start()
+        assert wait_for(lambda: (pub.publish(Header(frame_id='a')),
+                                 path.stats.snapshot().received >= 1)[1], 60.0)
+        assert errors == ['frame dropped: RuntimeError: unreadable frame']
+        assert path.stats.snapshot().errors == 1
+    finally:
+        path.stop()
+        node.destroy_publisher(pub)
+        node.destroy_subscription(sub)
 
 
 def test_the_inference_thread_takes_its_frames_itself(node):
@@ -350,6 +382,38 @@ def test_the_taker_takes_each_cameras_frames_but_not_from_a_camera_holding_one(n
         taker.stop()
         taker.stop()  # idempotent
         assert all(s.on_change is None for s in sources)
+        for pub in (pub_a, pub_b):
+            node.destroy_publisher(pub)
+        for sub in (sub_a, sub_b):
+            node.destroy_subscription(sub)
+
+
+def test_the_taker_outlives_a_failing_camera_and_a_wake_after_it_stopped(node):
+    """A camera whose frame raises costs that frame, in one line; the other camera's frames
+    and its own next ones still come. A batch that lets go after the taker stopped is fine."""
+    from vision_nodes.ros.inputs.frame_taker import FrameTaker
+
+    errors: list[str] = []
+    sinks = [Sink(), Sink()]
+    paths = [FramePath(node, log_error=errors.append, lazy=lambda: False, sink=sink)
+             for sink in sinks]
+    (sub_a, pub_a), (sub_b, pub_b) = _pair(node, 'failing_a'), _pair(node, 'failing_b')
+    sources = [Failing(paths[0], sub_a), Source(paths[1], sub_b)]
+    taker = FrameTaker(node.context, sources, [lambda p=p: p.holding for p in paths],
+                       errors.append)
+    try:
+        for path in paths:
+            path.taken_by(taker.wake)
+        taker.start()
+        assert wait_for(lambda: (pub_a.publish(Header(frame_id='a')), bool(errors))[1], 60.0)
+        assert errors[0] == "image subscription 'failing': RuntimeError: unreadable frame"
+        assert wait_for(lambda: (pub_a.publish(Header(frame_id='a')),
+                                 pub_b.publish(Header(frame_id='b')),
+                                 sinks[0].items and sinks[1].items)[2], 60.0)
+        assert len(errors) == 1
+    finally:
+        taker.stop()
+        paths[0].reopen()  # a batch finishing after the stop: nothing to wake, no error
         for pub in (pub_a, pub_b):
             node.destroy_publisher(pub)
         for sub in (sub_a, sub_b):

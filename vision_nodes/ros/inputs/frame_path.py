@@ -219,7 +219,10 @@ class FramePath:
                 time.sleep(_TAKE_POLL_S)
                 continue
             if taken is not None:
-                self._source.deliver(*taken)
+                try:
+                    self._source.deliver(*taken)
+                except Exception as exc:  # noqa: BLE001 - costs this frame, not the thread
+                    self.frame_error(f'frame dropped: {type(exc).__name__}: {exc}')
 
     def _loop(self) -> None:
         while True:

@@ -58,9 +58,16 @@ class FrameTaker:
         self._thread.start()
 
     def wake(self) -> None:
-        """Look again at once: a camera let go of its frame (from any thread)."""
-        if self._wait is not None:
-            self._wait.wake()
+        """Look again at once: a camera let go of its frame (from any thread).
+
+        Nothing once stopped: a batch finishing while the node deactivates still lets go.
+        """
+        wait = self._wait
+        if wait is not None:
+            try:
+                wait.wake()
+            except InvalidHandle:  # stopped meanwhile
+                pass
 
     def stop(self) -> None:
         """Stop taking, after the frames being taken are delivered (idempotent)."""
@@ -72,8 +79,8 @@ class FrameTaker:
         self._thread = None
         for source in self._sources:
             source.on_change = None
-        self._wait.destroy()
-        self._wait = None
+        wait, self._wait = self._wait, None
+        wait.destroy()
 
     def _loop(self) -> None:
         wait = self._wait
@@ -89,11 +96,11 @@ class FrameTaker:
                 time.sleep(_POLL_S)
                 continue
             for position in ready:
+                source = self._sources[position]
                 try:
                     taken = wait.take_now(subscriptions[position])
-                except Exception as exc:  # noqa: BLE001 - one camera's take; keep the others
-                    self._log_error(f"image subscription '{self._sources[position].label}': "
+                    if taken is not None:
+                        source.deliver(*taken)
+                except Exception as exc:  # noqa: BLE001 - one camera's frame; keep the others
+                    self._log_error(f"image subscription '{source.label}': "
                                     f'{type(exc).__name__}: {exc}')
-                    continue
-                if taken is not None:
-                    self._sources[position].deliver(*taken)
