@@ -28,13 +28,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import threading
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cdr import start_ros  # noqa: E402
 MODES = ('executor', 'taker')
 
 
@@ -155,17 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument('--json', type=Path, help='write the medians and ratios here')
     args = parser.parse_args(argv)
     width, height = (int(v) for v in args.size.lower().split('x'))
-    if args.dds_profile == 'large-images':
-        os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(
-            ROOT / 'config' / 'fastdds_large_images.xml')
-    os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
-    os.environ.setdefault('ROS_DOMAIN_ID', str(150 + os.getpid() % 50))
-    from vision_nodes.platform.allocator import keep_freed_buffers
-
-    keep_freed_buffers()
-    import rclpy
-
-    rclpy.init()
+    rclpy = start_ros(args.dds_profile)
     try:
         print(f'{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; DDS profile '
               f'{args.dds_profile}; {args.cameras} cameras {args.size}; {args.rounds} rounds',

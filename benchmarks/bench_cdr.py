@@ -202,15 +202,13 @@ def bench_publish_3d(node, rounds: int) -> None:
                       lambda: detections_3d_to_cdr(dets, boxes, header), rounds)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run both parts and print their medians and ratios."""
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--rounds', type=int, default=400)
-    parser.add_argument('--dds-profile', default='large-images',
-                        help="'large-images' (config/fastdds_large_images.xml) or 'default'")
-    parser.add_argument('--json', type=Path, help='write the medians and ratios here')
-    args = parser.parse_args(argv)
-    if args.dds_profile == 'large-images':
+def start_ros(dds_profile: str):
+    """Set this process up as the node's (DDS profile, local discovery, allocator); init rclpy.
+
+    ``dds_profile``: 'large-images' (config/fastdds_large_images.xml) or 'default'. Returns
+    the ``rclpy`` module, initialised.
+    """
+    if dds_profile == 'large-images':
         os.environ['FASTDDS_DEFAULT_PROFILES_FILE'] = str(
             ROOT / 'config' / 'fastdds_large_images.xml')
     os.environ.setdefault('ROS_AUTOMATIC_DISCOVERY_RANGE', 'LOCALHOST')
@@ -221,6 +219,18 @@ def main(argv: list[str] | None = None) -> None:
     import rclpy
 
     rclpy.init()
+    return rclpy
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run both parts and print their medians and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--rounds', type=int, default=400)
+    parser.add_argument('--dds-profile', default='large-images',
+                        help="'large-images' (config/fastdds_large_images.xml) or 'default'")
+    parser.add_argument('--json', type=Path, help='write the medians and ratios here')
+    args = parser.parse_args(argv)
+    rclpy = start_ros(args.dds_profile)
     node = rclpy.create_node('bench_cdr')
     try:
         print(f'{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f}; DDS profile '

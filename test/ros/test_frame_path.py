@@ -330,20 +330,31 @@ def test_a_wait_on_several_subscriptions_says_which_are_ready(node):
             node.destroy_subscription(sub)
 
 
-def test_the_taker_takes_each_cameras_frames_but_not_from_a_camera_holding_one(node):
-    """FrameTaker, as a multi-camera node uses it: no executor spins, yet both cameras' frames
-    arrive, taken on the taker's thread; a camera holding a frame is not taken from until it
-    lets go (reopen wakes the taker); a new subscription is waited on from its change on."""
+def _taken_cameras(node, name: str, first: type):
+    """Two cameras on topics ``<name>_a`` and ``_b`` (the first a ``first``), each with its
+    path into a sink, and a FrameTaker for both (not started); sources keep their ``pub``."""
     from vision_nodes.ros.inputs.frame_taker import FrameTaker
 
     errors: list[str] = []
     sinks = [Sink(), Sink()]
     paths = [FramePath(node, log_error=errors.append, lazy=lambda: False, sink=sink)
              for sink in sinks]
-    (sub_a, pub_a), (sub_b, pub_b) = _pair(node, 'taker_a'), _pair(node, 'taker_b')
-    sources = [Source(paths[0], sub_a), Source(paths[1], sub_b)]
+    sources = []
+    for kind, path, suffix in ((first, paths[0], 'a'), (Source, paths[1], 'b')):
+        sub, pub = _pair(node, f'{name}_{suffix}')
+        sources.append(kind(path, sub))
+        sources[-1].pub = pub
     taker = FrameTaker(node.context, sources, [lambda p=p: p.holding for p in paths],
                        errors.append)
+    return errors, sinks, paths, sources, taker
+
+
+def test_the_taker_takes_each_cameras_frames_but_not_from_a_camera_holding_one(node):
+    """FrameTaker, as a multi-camera node uses it: no executor spins, yet both cameras' frames
+    arrive, taken on the taker's thread; a camera holding a frame is not taken from until it
+    lets go (reopen wakes the taker); a new subscription is waited on from its change on."""
+    errors, sinks, paths, sources, taker = _taken_cameras(node, 'taker', Source)
+    (sub_a, sub_b), (pub_a, pub_b) = [s.subscription for s in sources], [s.pub for s in sources]
 
     def frame_ids(sink):
         return [deserialize_message(bytes(msg), Header).frame_id for msg, _, _ in sink.items]
@@ -391,16 +402,8 @@ def test_the_taker_takes_each_cameras_frames_but_not_from_a_camera_holding_one(n
 def test_the_taker_outlives_a_failing_camera_and_a_wake_after_it_stopped(node):
     """A camera whose frame raises costs that frame, in one line; the other camera's frames
     and its own next ones still come. A batch that lets go after the taker stopped is fine."""
-    from vision_nodes.ros.inputs.frame_taker import FrameTaker
-
-    errors: list[str] = []
-    sinks = [Sink(), Sink()]
-    paths = [FramePath(node, log_error=errors.append, lazy=lambda: False, sink=sink)
-             for sink in sinks]
-    (sub_a, pub_a), (sub_b, pub_b) = _pair(node, 'failing_a'), _pair(node, 'failing_b')
-    sources = [Failing(paths[0], sub_a), Source(paths[1], sub_b)]
-    taker = FrameTaker(node.context, sources, [lambda p=p: p.holding for p in paths],
-                       errors.append)
+    errors, sinks, paths, sources, taker = _taken_cameras(node, 'failing', Failing)
+    (sub_a, sub_b), (pub_a, pub_b) = [s.subscription for s in sources], [s.pub for s in sources]
     try:
         for path in paths:
             path.taken_by(taker.wake)
