@@ -128,16 +128,19 @@ class LoadedModel:
         batch = self.runner.input_buffer((len(prepared),) + first.shape[1:], first.dtype)
         map_frames(lambda item: np.copyto(batch[item[0]:item[0] + 1], item[1][0]),
                    enumerate(prepared))
+        mark('preprocess')
         outputs = self.runner.infer(batch)
+        mark('inference')
         metas = [meta for _, meta in prepared]
         together = getattr(self.task, 'postprocess_batch', None)
         done = together(outputs, metas, params) if together is not None else None
-        if done is not None:
-            return done
-        return map_frames(
-            lambda item: self.task.postprocess([out[item[0]:item[0] + 1] for out in outputs],
-                                               item[1], params),
-            enumerate(metas))
+        if done is None:
+            done = map_frames(
+                lambda item: self.task.postprocess([out[item[0]:item[0] + 1] for out in outputs],
+                                                   item[1], params),
+                enumerate(metas))
+        mark('postprocess')
+        return done
 
     def close(self) -> None:
         """Unload the runner and free its memory."""

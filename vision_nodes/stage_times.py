@@ -13,20 +13,25 @@ The stages, in the order a frame meets them (:data:`STAGES`):
 
 * ``dds_in``      - the sender's write → DDS delivered the image to the node (source and
                     reception timestamps of the middleware, the system clock);
-* ``receive``     - DDS delivery → the subscription callback (the wake-up of the thread
-                    that takes it: the inference thread's with one camera, else the
-                    executor's; rclpy's take of the serialized bytes and their reading,
+* ``receive``     - DDS delivery → the frame handed to the node's code (the wake-up of the
+                    thread that takes it: the inference thread with one camera, the frame
+                    taker with several; the take of the serialized bytes and their reading,
                     :mod:`.ros.wire.cdr_reader`);
                     from the end of the frame before, for a frame that arrived while the
                     node was busy with that one (its wait is no stage of its own);
-* ``handoff``     - the callback → the inference thread starts on the frame (one camera:
-                    the same thread, so next to nothing);
+* ``handoff``     - handed over → the inference thread starts on the frame (one camera:
+                    the same thread, so next to nothing; several: the batcher's thread,
+                    after the batch window);
 * ``convert``     - message → image array (a view, a camera-encoding conversion, a decode);
 * ``preprocess``, ``inference``, ``postprocess`` - the model's task and runner;
 * ``message``     - results → the detections message's bytes (tracking included, when on);
 * ``publish``     - ``Publisher.publish``, and what the outputs publish after it (masks,
                     keypoints, 3D, the annotated image; with outputs that build as they
                     publish, the build).
+
+Several cameras' frames run in batches (:mod:`.ros.inputs.batcher`): each frame counts its own
+``dds_in``, ``receive`` and ``handoff`` and its batch's stages from ``convert`` on (the first
+model's; ``message`` and ``publish`` for every frame of the batch).
 """
 
 from __future__ import annotations
@@ -60,6 +65,10 @@ class FrameClock:
     def add(self, stage: str, seconds: float) -> None:
         """Count ``seconds`` measured elsewhere (middleware timestamps) to ``stage``."""
         self.spent[stage] = self.spent.get(stage, 0.0) + seconds
+
+    def restart(self) -> None:
+        """Begin the next stage now: the time since the last mark counts to no stage."""
+        self._last = time.perf_counter()
 
 
 _current = threading.local()

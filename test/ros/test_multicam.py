@@ -25,6 +25,7 @@ from camera_rig import pinhole_info  # noqa: E402
 from node_harness import Harness  # noqa: E402
 from vision_nodes.tasks import resolve_manifest  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
+from vision_nodes.stage_times import STAGES, stage_key  # noqa: E402
 from vision_nodes.platform.cpu import cpu_info  # noqa: E402
 from vision_nodes.ros.inputs.conversion import numpy_to_image  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams  # noqa: E402
@@ -144,6 +145,14 @@ def test_a_silent_camera_holds_back_no_other_and_each_has_a_diagnostics_entry(
         assert diagnostics.get(30.0, entries) is not None, sorted(names)
         assert names['/vn_multicam_stall: /rear/image_raw']['frames received'] == '0'
         assert int(names['/vn_multicam_stall']['frames processed']) >= 3
+        # Where the frames' time went, on the node's entry and on the camera's own; the
+        # batch window (300 ms, no second camera) is the frame's hand-off to the batcher.
+        for name in ('/vn_multicam_stall', '/vn_multicam_stall: /front/image_raw'):
+            stages = {stage: float(names[name][stage_key(stage)]) for stage in STAGES}
+            assert all(ms >= 0 for ms in stages.values()), (name, stages)
+            assert stages['inference'] > 0 and stages['dds_in'] > 0, (name, stages)
+            assert stages['handoff'] >= 250, (name, stages)
+        assert names['/vn_multicam_stall: /rear/image_raw'][stage_key('inference')] == 'n/a'
         c = h.client  # deactivate drops every camera; activate takes them again
         assert c.change_state('deactivate')
         assert wait_for(lambda: c.node.count_subscribers('/front/image_raw') == 0, 30.0)

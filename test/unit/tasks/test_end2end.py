@@ -24,6 +24,7 @@ from ultralytics_reference import (mask_iou, match_reference, predict, result_ma
                                    source_masks)
 from vision_nodes.manifest import ManifestError  # noqa: E402
 from vision_nodes.pipeline import build_pipeline  # noqa: E402
+from vision_nodes.stage_times import FrameClock, timing  # noqa: E402
 from vision_nodes.tasks import decode_buffers  # noqa: E402
 from vision_nodes.tasks import detect as detect_module  # noqa: E402
 from vision_nodes.tasks.detect import DetectionParams, DetectionTask  # noqa: E402
@@ -152,7 +153,11 @@ def test_a_batch_of_frames_gives_each_frame_its_own_rows(pipelines, weights, ima
     try:
         image = images['bus.jpg']
         frames = [(image, 'bgr8'), (np.ascontiguousarray(image[:, ::-1]), 'bgr8')]
-        together = batched.process_batch(frames, _params('bus.jpg'))
+        clock = FrameClock()
+        with timing(clock):  # the batcher's clock: the batch's stages are marked on it
+            together = batched.process_batch(frames, _params('bus.jpg'))
+        assert list(clock.spent) == ['preprocess', 'inference', 'postprocess']
+        assert all(seconds > 0 for seconds in clock.spent.values())
         for (frame, _), got in zip(frames, together):
             want = pipelines['segment', 'onnx'].process(frame, 'bgr8', _params('bus.jpg'))
             assert len(got) == len(want) >= 1

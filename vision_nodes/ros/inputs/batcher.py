@@ -13,7 +13,9 @@ first frame), and runs what it has, up to ``max_batch`` frames, through every mo
 Each frame's conversion, like its pre- and post-processing, runs on a pool thread beside the
 others' (:mod:`vision_nodes.parallel`).
 Each result is published on its own camera's outputs with its own frame's header; then each
-camera lets go of its frame (:meth:`~.frame_path.FramePath.reopen`). A camera is named by
+camera lets go of its frame (:meth:`~.frame_path.FramePath.reopen`). Each frame's stage times
+(:mod:`vision_nodes.stage_times`: its own way in, its batch's stages) go to the node's medians
+and its camera's. A camera is named by
 its index in ``image_topics``: the key of anything kept per camera (outputs, tracker state).
 
 Where every model's runner runs several frames at once on its own (``concurrent_frames`` > 1:
@@ -33,6 +35,7 @@ from typing import Any, Callable
 
 from ...images import ImageConversionError
 from ...parallel import map_frames
+from ...stage_times import FrameClock, mark, timing
 from ...stats import stamp_latency
 from ..outputs.protocol import Frame
 from .conversion import to_array
@@ -46,8 +49,8 @@ class _Tagged:
         self._shared, self._index = shared, index
 
     def put(self, item: tuple[Any, Any, int]) -> None:
-        """Take what a frame path queues, ``(msg, dds times, called ns)``; keep the message."""
-        self._shared.put((self._index, item[0]))
+        """Take what a frame path queues, ``(msg, dds times, called ns)``, with the index."""
+        self._shared.put((self._index, *item))
 
 
 class FrameBatcher:
@@ -118,13 +121,13 @@ class FrameBatcher:
             try:
                 self._process(batch)
             except Exception as exc:  # noqa: BLE001 - the worker outlives any one batch
-                for index, _ in batch:
+                for index, *_ in batch:
                     self._error(index, f'frame dropped: {type(exc).__name__}: {exc}')
             finally:
-                for index, _ in batch:
+                for index, *_ in batch:
                     self.cameras[index].reopen()
 
-    def _collect(self, first: tuple[int, Any]) -> list[Any]:
+    def _collect(self, first: tuple[int, Any, Any, int]) -> list[Any]:
         """Return the first frame and those arriving within the window, up to the limit."""
         batch = [first]
         deadline = time.monotonic() + float(self._param('batch_window')) / 1000.0
@@ -141,39 +144,62 @@ class FrameBatcher:
             batch.append(item)
         return batch
 
-    def _process(self, batch: list[tuple[int, Any]]) -> None:
-        """Convert each frame once, run every model on the batch, publish per camera."""
-        started = time.monotonic()
+    def _process(self, batch: list[tuple[int, Any, Any, int]]) -> None:
+        """Convert each frame once, run every model on the batch, publish per camera.
+
+        Items are ``(camera index, msg, dds times, called ns)``; the first model's stages are
+        timed on the batch's clock, the others' and their outputs' count to no stage.
+        """
+        started, started_ns = time.monotonic(), time.time_ns()
+        clock = FrameClock()
+        with timing(clock):
+            converted = map_frames(_convert, batch)
+            mark('convert')
         taken = []
-        for (index, msg), converted in zip(batch, map_frames(_convert, batch)):
+        for (index, msg, times, called_ns), array in zip(batch, converted):
             self._frames.stats.on_received()
-            if isinstance(converted, ImageConversionError):
-                self._error(index, f'skipping image: {converted}')
+            if isinstance(array, ImageConversionError):
+                self._error(index, f'skipping image: {array}')
                 continue
-            taken.append((index, msg, *converted))
+            taken.append((index, msg, *array, _way_in(times, called_ns, started_ns)))
         models = self._frames.models
         if not taken or not models:
             return
         results: dict[str, list[Any]] = {}
         for model in models:  # every model on the whole batch, then the outputs
-            try:
-                results[model.name] = model.pipeline.process_batch(
-                    [(image, encoding) for _, _, image, encoding in taken],
-                    model.params.current)
-            except Exception as exc:  # noqa: BLE001 - one bad batch must not stop the node
-                for index, *_ in taken:
-                    self._error(index, f"model '{model.name}': inference failed on a frame: "
-                                       f'{type(exc).__name__}: {exc}')
+            with timing(clock if model is models[0] else FrameClock()):
+                try:
+                    results[model.name] = model.pipeline.process_batch(
+                        [(image, encoding) for _, _, image, encoding, _ in taken],
+                        model.params.current)
+                except Exception as exc:  # noqa: BLE001 - one bad batch must not stop the node
+                    for index, *_ in taken:
+                        self._error(index, f"model '{model.name}': inference failed on a "
+                                           f'frame: {type(exc).__name__}: {exc}')
+            if model is not models[0]:
+                clock.restart()
         done = [False] * len(taken)
-        for position, (index, msg, image, encoding) in enumerate(taken):
+        first_done = [False] * len(taken)
+        for position, (index, msg, image, encoding, _) in enumerate(taken):
             frame = Frame(image, encoding, msg.header, input=self._topics[index],
                           result_of=functools.partial(_result_of, results, position))
             for model in models:
-                if model.name in results:
-                    done[position] |= self._publish(model, index, results[model.name][position],
-                                                    frame)
+                if model.name not in results:
+                    continue
+                first = model is models[0]
+                with timing(clock if first else FrameClock()):
+                    ok = self._publish(model, index, results[model.name][position], frame)
+                if first:
+                    first_done[position] = ok
+                else:
+                    clock.restart()
+                done[position] |= ok
         now_ns = self._node.get_clock().now().nanoseconds
-        for ok, (index, msg, _, _) in zip(done, taken):
+        for ok, timed, (index, msg, _, _, way_in) in zip(done, first_done, taken):
+            if timed:
+                spent = {**clock.spent, **way_in}
+                self._frames.stages.add(spent)
+                self.cameras[index].stages.add(spent)
             if ok:
                 stamp = msg.header.stamp
                 latency = stamp_latency(stamp.sec, stamp.nanosec, now_ns)
@@ -188,6 +214,7 @@ class FrameBatcher:
         except Exception as exc:  # noqa: BLE001 - one bad frame must not stop the node
             self._error(index, output_failure(model.name, exc))
             return False
+        mark('publish')
         return True
 
     def error_from(self, index: int) -> Callable[[str], None]:
@@ -200,7 +227,22 @@ class FrameBatcher:
         self._frames.frame_error(f"camera '{self._topics[index]}': {text}")
 
 
-def _convert(item: tuple[int, Any]) -> tuple[Any, str] | ImageConversionError:
+def _way_in(times: tuple[int, ...] | None, called_ns: int, started_ns: int
+            ) -> dict[str, float]:
+    """Return a frame's own stages before its batch (s): ``dds_in``, ``receive``, ``handoff``.
+
+    ``times``: the DDS source and reception times and when the frame could be taken (None:
+    the middleware gave none); ``called_ns``: when it was handed over; ``started_ns``: when
+    its batch began (system-clock ns).
+    """
+    spent = {'handoff': (started_ns - called_ns) / 1e9}
+    if times is not None:
+        spent['dds_in'] = (times[1] - times[0]) / 1e9
+        spent['receive'] = (called_ns - times[-1]) / 1e9
+    return spent
+
+
+def _convert(item: tuple[int, Any, Any, int]) -> tuple[Any, str] | ImageConversionError:
     """One camera's message as (array, encoding), or why it cannot be (on a pool thread)."""
     msg = item[1]
     try:

@@ -16,6 +16,7 @@ from ..process.diagnostics import diagnostic_status
 from .batcher import FrameBatcher
 from .frame_path import FramePath
 from .frame_taker import FrameTaker
+from .qos import explain_slow_delivery
 from .subscription import ImageInput
 
 
@@ -89,11 +90,19 @@ class CameraInputs:
         return '; '.join(i.explain_silence() for i in self.inputs)
 
     def statuses(self, facts: Any, limits: Any, state: str) -> list[Any]:
-        """One diagnostics entry per camera: its rate, drops, latency and silence."""
+        """One diagnostics entry per camera: its rate, drops, latency, silence and stages.
+
+        A camera whose frames reach the node late (``receive``) is said on its own entry.
+        """
         out = []
         for item, camera in zip(self.inputs, self.batcher.cameras):
             mine = replace(facts, node_name=f'{facts.node_name}: {item.topic_name}',
                            image_topic=item.topic_name, qos=item.qos_text())
-            out.append(diagnostic_status(camera.stats.snapshot(), mine, limits, state,
-                                         explain_silence=item.explain_silence))
+            medians = camera.stages.medians()
+            out.append(diagnostic_status(
+                camera.stats.snapshot(), mine, limits, state,
+                explain_silence=item.explain_silence,
+                extra=camera.stages.diagnostic_values(medians),
+                delivery=(medians.get('receive', 0.0), len(camera.stages)),
+                explain_slow_delivery=explain_slow_delivery))
         return out
