@@ -428,3 +428,29 @@ def test_stage_clocks_of_threads_do_not_mix():
     for thread in threads:
         thread.join()
     assert [list(c.spent) for c in clocks] == [[f's{i}'] for i in range(4)]
+
+
+def test_each_camera_says_when_its_own_frames_reach_the_node_late():
+    """Several cameras: each camera's entry has its own stage medians, and the slow-delivery
+    warning goes on the entry of the camera whose frames come late, not on the others'."""
+    from node_harness import node_in_own_context
+    from vision_nodes.ros.inputs.cameras import CameraInputs
+    from vision_nodes.ros.inputs.frame_path import FramePath
+
+    params = {'image_transport': 'raw', 'max_batch': 0, 'batch_window': 5.0,
+              'qos_reliability': 'auto', 'qos_depth': 1, 'lazy': False}
+    with node_in_own_context('camera_statuses') as node:
+        frames = FramePath(node, lambda _: None, lambda: False)
+        inputs = CameraInputs(node, frames, params.get, lambda _: None, ['/a/image', '/b/image'])
+        late, quick = inputs.batcher.cameras
+        for _ in range(DELIVERY_MIN_FRAMES):
+            late.stages.add({'receive': SLOW_DELIVERY_S * 2, 'inference': 0.02})
+            quick.stages.add({'receive': SLOW_DELIVERY_S / 4, 'inference': 0.02})
+        statuses = inputs.statuses(NodeFacts('/n'), HealthLimits(no_image_timeout_s=0.0),
+                                   'active')
+    assert [s.name for s in statuses] == ['/n: /a/image', '/n: /b/image']
+    values = [{kv.key: kv.value for kv in s.values} for s in statuses]
+    assert [v[stage_key('receive')] for v in values] == [
+        f'{SLOW_DELIVERY_S * 2e3:.3f}', f'{SLOW_DELIVERY_S * 1e3 / 4:.3f}']
+    assert statuses[0].level == bytes([WARN]) and 'reach the node' in statuses[0].message
+    assert statuses[1].level == bytes([OK]) and 'reach the node' not in statuses[1].message
