@@ -21,7 +21,7 @@ renames one breaks here, in one line, and not across the package.
   the message info as a second argument (Humble's take the message alone), decided once
   for the package by :func:`with_message_info`.
 * ``rclpy_implementation.WaitSet`` and ``Subscription.handle.take_message``: a wait set
-  of one subscription outside the executor, and the take, as rclpy's own
+  of image subscriptions outside the executor, and the take, as rclpy's own
   ``wait_for_message`` does them (:class:`SubscriptionWait`); ``Subscription.handle.pointer``,
   the ``rcl_subscription_t`` a raw subscription's messages are taken from by rcl itself
   instead (:mod:`.rcl_take`: one copy of the message fewer).
