@@ -37,6 +37,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cdr import start_ros  # noqa: E402
+
 MODES = ('executor', 'taker')
 
 
