@@ -39,7 +39,7 @@ from ...stage_times import FrameClock, mark, timing
 from ...stats import stamp_latency
 from ..outputs.protocol import Frame
 from .conversion import to_array
-from .frame_path import FramePath, output_failure
+from .frame_path import FramePath, output_failure, way_in
 
 
 class _Tagged:
@@ -161,7 +161,7 @@ class FrameBatcher:
             if isinstance(array, ImageConversionError):
                 self._error(index, f'skipping image: {array}')
                 continue
-            taken.append((index, msg, *array, _way_in(times, called_ns, started_ns)))
+            taken.append((index, msg, *array, way_in(times, called_ns, started_ns)))
         models = self._frames.models
         if not taken or not models:
             return
@@ -195,9 +195,9 @@ class FrameBatcher:
                     clock.restart()
                 done[position] |= ok
         now_ns = self._node.get_clock().now().nanoseconds
-        for ok, timed, (index, msg, _, _, way_in) in zip(done, first_done, taken):
+        for ok, timed, (index, msg, _, _, own) in zip(done, first_done, taken):
             if timed:
-                spent = {**clock.spent, **way_in}
+                spent = {**clock.spent, **own}
                 self._frames.stages.add(spent)
                 self.cameras[index].stages.add(spent)
             if ok:
@@ -225,21 +225,6 @@ class FrameBatcher:
         """Count an error on the camera's entry and the node's; log it (rate-limited)."""
         self.cameras[index].stats.on_error(text)
         self._frames.frame_error(f"camera '{self._topics[index]}': {text}")
-
-
-def _way_in(times: tuple[int, ...] | None, called_ns: int, started_ns: int
-            ) -> dict[str, float]:
-    """Return a frame's own stages before its batch (s): ``dds_in``, ``receive``, ``handoff``.
-
-    ``times``: the DDS source and reception times and when the frame could be taken (None:
-    the middleware gave none); ``called_ns``: when it was handed over; ``started_ns``: when
-    its batch began (system-clock ns).
-    """
-    spent = {'handoff': (started_ns - called_ns) / 1e9}
-    if times is not None:
-        spent['dds_in'] = (times[1] - times[0]) / 1e9
-        spent['receive'] = (called_ns - times[-1]) / 1e9
-    return spent
 
 
 def _convert(item: tuple[int, Any, Any, int]) -> tuple[Any, str] | ImageConversionError:

@@ -251,10 +251,8 @@ class FramePath:
         """Convert once, run every wanted model, publish each result; time the first model's."""
         started = time.monotonic()
         clock = FrameClock()
-        if times is not None:
-            clock.add('dds_in', (times[1] - times[0]) / 1e9)
-            clock.add('receive', (called_ns - times[-1]) / 1e9)
-        clock.add('handoff', (time.time_ns() - called_ns) / 1e9)
+        for stage, seconds in way_in(times, called_ns, time.time_ns()).items():
+            clock.add(stage, seconds)
         with self._lock:
             models, helpers = self.models, self._helpers
             if not models:
@@ -322,6 +320,21 @@ class FramePath:
             return False
         mark('publish')
         return True
+
+
+def way_in(times: tuple[int, ...] | None, called_ns: int, started_ns: int
+           ) -> dict[str, float]:
+    """Return a frame's stages before it runs (s): ``dds_in``, ``receive``, ``handoff``.
+
+    ``times``: its DDS source and reception times and when it could be taken
+    (:meth:`FramePath.on_image`; None: the middleware gave none); ``called_ns``: when it was
+    handed over; ``started_ns``: when the thread that runs it began on it (system-clock ns).
+    """
+    spent = {'handoff': (started_ns - called_ns) / 1e9}
+    if times is not None:
+        spent['dds_in'] = (times[1] - times[0]) / 1e9
+        spent['receive'] = (called_ns - times[-1]) / 1e9
+    return spent
 
 
 def output_failure(model: str, exc: BaseException) -> str:
