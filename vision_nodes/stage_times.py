@@ -133,6 +133,16 @@ class StageTimes:
         return {stage_key(stage): (f'{medians[stage] * 1e3:.3f}' if medians else 'n/a')
                 for stage in STAGES}
 
+    def report(self) -> tuple[dict[str, str], tuple[float, int]]:
+        """Return the diagnostics values (:meth:`diagnostic_values`) and the delivery.
+
+        The delivery is what the health rules judge late images by
+        (:func:`vision_nodes.stats.assess`): the median ``receive`` seconds and how many
+        frames it is taken over. The medians are taken once for both.
+        """
+        medians = self.medians()
+        return self.diagnostic_values(medians), (medians.get('receive', 0.0), len(self))
+
 
 def stage_key(stage: str) -> str:
     """Diagnostics key of one stage's median."""

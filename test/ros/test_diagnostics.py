@@ -407,8 +407,10 @@ def test_stage_medians_over_the_last_frames_and_their_diagnostic_values():
     slow = StageTimes()
     for _ in range(DELIVERY_MIN_FRAMES):
         slow.add({'receive': 0.020})
-    status = diagnostic_status(_snap_after(5.0), FACTS, HealthLimits(),
-                               delivery=(slow.medians()['receive'], len(slow)),
+    values, delivery = slow.report()
+    assert values == slow.diagnostic_values()
+    assert delivery == (slow.medians()['receive'], len(slow)) == (0.020, DELIVERY_MIN_FRAMES)
+    status = diagnostic_status(_snap_after(5.0), FACTS, HealthLimits(), delivery=delivery,
                                explain_slow_delivery=lambda: 'why')
     assert status.level == bytes([WARN])
     assert status.message.endswith('20 ms after DDS delivered them (median): why')

@@ -98,11 +98,9 @@ class CameraInputs:
         for item, camera in zip(self.inputs, self.batcher.cameras):
             mine = replace(facts, node_name=f'{facts.node_name}: {item.topic_name}',
                            image_topic=item.topic_name, qos=item.qos_text())
-            medians = camera.stages.medians()
+            values, delivery = camera.stages.report()
             out.append(diagnostic_status(
                 camera.stats.snapshot(), mine, limits, state,
-                explain_silence=item.explain_silence,
-                extra=camera.stages.diagnostic_values(medians),
-                delivery=(medians.get('receive', 0.0), len(camera.stages)),
+                explain_silence=item.explain_silence, extra=values, delivery=delivery,
                 explain_slow_delivery=explain_slow_delivery))
         return out

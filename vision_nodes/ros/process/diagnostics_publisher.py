@@ -93,10 +93,7 @@ class DiagnosticsPublisher:
         device_memory = None
         if models and self._reports_memory:  # describe() is not free: only if it tells
             device_memory = models[0].pipeline.runner.describe().get('memory_used')
-        stages = self._frames.stages
-        medians = stages.medians()
-        extra: dict[str, str] = stages.diagnostic_values(medians)
-        delivery = (medians.get('receive', 0.0), len(stages))
+        extra, delivery = self._frames.stages.report()
         for model in models:  # outputs that count what they do (tracking, 3D)
             extra.update(getattr(model.outputs, 'diagnostics', dict)())
         status = diagnostic_status(
