@@ -113,7 +113,8 @@ def run(cameras: int, size: tuple[int, int], rounds: int) -> dict[str, dict[str,
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, daemon=True)
-    taker = FrameTaker(node.context, inputs['taker'], [lambda: False] * cameras, print)
+    taker = FrameTaker(node.context, inputs['taker'], [lambda: False] * cameras,
+                       [print] * cameras, print)
     height, width = size
     data = serialize_message(numpy_to_image(
         np.random.default_rng(0).integers(0, 256, (height, width, 3), np.uint8), 'bgr8'))

@@ -352,7 +352,7 @@ def _taken_cameras(node, name: str, first: type):
         sources.append(kind(path, sub))
         sources[-1].pub = pub
     taker = FrameTaker(node.context, sources, [lambda p=p: p.holding for p in paths],
-                       errors.append)
+                       [p.frame_error for p in paths], errors.append)
     return errors, sinks, paths, sources, taker
 
 
@@ -407,8 +407,9 @@ def test_the_taker_takes_each_cameras_frames_but_not_from_a_camera_holding_one(n
 
 
 def test_the_taker_outlives_a_failing_camera_and_a_wake_after_it_stopped(node):
-    """A camera whose frame raises costs that frame, in one line; the other camera's frames
-    and its own next ones still come. A batch that lets go after the taker stopped is fine."""
+    """A camera whose frame raises costs that frame, in one line counted on that camera; the
+    other camera's frames and its own next ones still come. A batch that lets go after the
+    taker stopped is fine."""
     errors, sinks, paths, sources, taker = _taken_cameras(node, 'failing', Failing)
     (sub_a, sub_b), (pub_a, pub_b) = [s.subscription for s in sources], [s.pub for s in sources]
     try:
@@ -416,7 +417,8 @@ def test_the_taker_outlives_a_failing_camera_and_a_wake_after_it_stopped(node):
             path.taken_by(taker.wake)
         taker.start()
         assert wait_for(lambda: (pub_a.publish(Header(frame_id='a')), bool(errors))[1], 60.0)
-        assert errors[0] == "image subscription 'failing': RuntimeError: unreadable frame"
+        assert errors[0] == 'frame dropped: RuntimeError: unreadable frame'
+        assert paths[0].stats.snapshot().errors == 1  # counted on that camera
         assert wait_for(lambda: (pub_a.publish(Header(frame_id='a')),
                                  pub_b.publish(Header(frame_id='b')),
                                  sinks[0].items and sinks[1].items)[2], 60.0)

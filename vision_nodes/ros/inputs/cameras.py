@@ -34,9 +34,11 @@ class CameraInputs:
                                   topic=topic, on_error=self.batcher.error_from(index))
                        for index, (camera, topic) in enumerate(zip(self.batcher.cameras,
                                                                    topics))]
+        cameras = self.batcher.cameras
         self.taker = FrameTaker(node.context, self.inputs,
-                                [lambda camera=camera: camera.holding
-                                 for camera in self.batcher.cameras], log_error)
+                                [lambda camera=camera: camera.holding for camera in cameras],
+                                [self.batcher.error_from(i) for i in range(len(cameras))],
+                                log_error)
         for camera in self.batcher.cameras:
             camera.taken_by(self.taker.wake)
         self.transport = self.inputs[0].transport

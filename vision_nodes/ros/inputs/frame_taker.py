@@ -33,16 +33,20 @@ class FrameTaker:
 
     def __init__(self, context: Any, sources: Sequence[Any],
                  holding: Sequence[Callable[[], bool]],
+                 frame_errors: Sequence[Callable[[str], None]],
                  log_error: Callable[[str], None]) -> None:
         """Take the frames of ``sources`` (:class:`~.subscription.ImageInput` s) in ``context``.
 
         Each source gives its current rclpy ``subscription`` (None while it has none) and
         ``deliver``s a taken message; ``holding[i]()`` says whether camera ``i`` still holds
-        a frame (then it is not taken from). ``log_error`` gets what a wait or a take raised.
+        a frame (then it is not taken from). A frame whose delivery raises is dropped and
+        counted by ``frame_errors[i]``, as the single camera's inference thread does;
+        ``log_error`` gets what a wait or a take raised.
         """
         self._context = context
         self._sources = list(sources)
         self._holding = list(holding)
+        self._frame_errors = list(frame_errors)
         self._log_error = log_error
         self._wait: compat.SubscriptionWait | None = None
         self._thread: threading.Thread | None = None
@@ -99,8 +103,14 @@ class FrameTaker:
                 source = self._sources[position]
                 try:
                     taken = wait.take_now(subscriptions[position])
-                    if taken is not None:
-                        source.deliver(*taken)
-                except Exception as exc:  # noqa: BLE001 - one camera's frame; keep the others
+                except Exception as exc:  # noqa: BLE001 - one camera's take; keep the others
                     self._log_error(f"image subscription '{source.label}': "
                                     f'{type(exc).__name__}: {exc}')
+                    continue
+                if taken is None:
+                    continue
+                try:
+                    source.deliver(*taken)
+                except Exception as exc:  # noqa: BLE001 - costs this frame, not the thread
+                    self._frame_errors[position](
+                        f'frame dropped: {type(exc).__name__}: {exc}')
