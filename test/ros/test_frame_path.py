@@ -430,3 +430,40 @@ def test_the_taker_outlives_a_failing_camera_and_a_wake_after_it_stopped(node):
             node.destroy_publisher(pub)
         for sub in (sub_a, sub_b):
             node.destroy_subscription(sub)
+
+
+def test_the_taker_backs_off_a_take_rcl_keeps_refusing(node, monkeypatch):
+    """A take that raises leaves the subscription ready: the taker logs it and waits a poll
+    interval before trying again, instead of spinning on it; the other camera still gets its
+    frames. (rcl's refusals are real, test_rcl_take; here the take of camera a raises.)"""
+    from vision_nodes.ros.inputs import frame_taker
+    from vision_nodes.ros.process.rcl_take import TakeError
+
+    errors, sinks, paths, sources, taker = _taken_cameras(node, 'refused', Source)
+    real_take = SubscriptionWait.take_now
+    refused_at: list[float] = []
+
+    def take_now(self, subscription):
+        if subscription is sources[0].subscription:
+            refused_at.append(time.monotonic())
+            raise TakeError('rcl could not take a message (error 1): refused')
+        return real_take(self, subscription)
+
+    monkeypatch.setattr(SubscriptionWait, 'take_now', take_now)
+    try:
+        for path in paths:
+            path.taken_by(taker.wake)
+        taker.start()
+        sources[0].pub.publish(Header(frame_id='a'))
+        assert wait_for(lambda: len(refused_at) >= 3, 60.0)
+        assert wait_for(lambda: (sources[1].pub.publish(Header(frame_id='b')),
+                                 bool(sinks[1].items))[1], 60.0)
+        # Three tries take at least two back-offs (a busy machine only makes them longer).
+        assert refused_at[2] - refused_at[0] >= 2 * frame_taker._POLL_S * 0.9
+        assert errors[0] == ("image subscription 'camera': TakeError: rcl could not take a "
+                             'message (error 1): refused') and sinks[0].items == []
+    finally:
+        taker.stop()
+        for source in sources:
+            node.destroy_publisher(source.pub)
+            node.destroy_subscription(source.subscription)

@@ -99,6 +99,7 @@ class FrameTaker:
                 self._log_error(f'image subscription: {type(exc).__name__}: {exc}')
                 time.sleep(_POLL_S)
                 continue
+            refused = False
             for position in ready:
                 source = self._sources[position]
                 try:
@@ -106,6 +107,7 @@ class FrameTaker:
                 except Exception as exc:  # noqa: BLE001 - one camera's take; keep the others
                     self._log_error(f"image subscription '{source.label}': "
                                     f'{type(exc).__name__}: {exc}')
+                    refused = True  # still ready: the next wait would return at once
                     continue
                 if taken is None:
                     continue
@@ -114,3 +116,5 @@ class FrameTaker:
                 except Exception as exc:  # noqa: BLE001 - costs this frame, not the thread
                     self._frame_errors[position](
                         f'frame dropped: {type(exc).__name__}: {exc}')
+            if refused:  # as after a failed wait: no busy loop on a take rcl keeps refusing
+                time.sleep(_POLL_S)
