@@ -29,7 +29,7 @@ FLOORS: dict[str, tuple[int, str]] = {
     'platform': (1, 'platform'),
     **dict.fromkeys(('__init__', 'backends', 'boxes', 'bytetrack', 'files', 'image_codecs',
                      'images', 'limits', 'manifest', 'parallel', 'param_spec', 'stage_times',
-                     'stats', 'text', 'yaml_safety'), (0, 'ground')),
+                     'stats', 'telemetry', 'text', 'yaml_safety'), (0, 'ground')),
 }
 #: (importer, imported) -> why the arrow may point up or sideways, or close a circle.
 EXCEPTIONS: dict[tuple[str, str], str] = {}
