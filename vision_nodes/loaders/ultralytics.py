@@ -29,8 +29,14 @@ def _quiet_offline_ultralytics(cache_dir: Path | None) -> None:
         os.environ.setdefault('YOLO_CONFIG_DIR', str(cache_dir / 'ultralytics'))
 
 
-def import_ultralytics() -> Any:
-    """Import and return ``ultralytics`` without its import-time thread settings leaking.
+def import_ultralytics(online: bool = False) -> Any:
+    """Import and return ``ultralytics``: offline, its import-time thread settings undone.
+
+    Ultralytics decides at its import whether it is online (DNS lookups of public resolvers,
+    then connections to them) unless ``YOLO_OFFLINE`` is set, so the process is put offline
+    first (:func:`.common.force_offline`), whichever path imports it first: a loader, or a
+    BoT-SORT tracker on a node whose models all came from the engine cache. ``online``: the
+    demo fetching named weights on a connected machine, the one caller that may go online.
 
     When ``OMP_NUM_THREADS`` is unset, importing ultralytics sets it to 1. OpenMP reads it once,
     when PyTorch loads it, so a PyTorch imported after that in this process, and every child
@@ -44,6 +50,8 @@ def import_ultralytics() -> Any:
     """
     import cv2
 
+    if not online:
+        force_offline()
     saved, cv2_threads = os.environ.get('OMP_NUM_THREADS'), cv2.getNumThreads()
     try:
         import torch  # noqa: F401 - see above: load OpenMP before ultralytics changes the env

@@ -74,7 +74,7 @@ def _weights_manifest(model: str, weights: str, folder: Path) -> str:
 def _fetch_with_ultralytics(name: str) -> Path:
     """Let ultralytics download named weights (connected machines only; tests never do)."""
     os.environ.pop('YOLO_OFFLINE', None)
-    model = import_ultralytics().YOLO(name)
+    model = import_ultralytics(online=True).YOLO(name)
     path = Path(getattr(model, 'ckpt_path', '') or name)
     if not path.is_file():
         raise SystemExit(f"weights '{name}' are not a file and ultralytics could not fetch them")
