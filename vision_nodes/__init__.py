@@ -4,4 +4,4 @@ from .telemetry import no_telemetry as _no_telemetry
 
 __version__ = '0.1.0'
 
-_no_telemetry()  # before any module of this package imports OpenVINO or NNCF
+_no_telemetry()  # before any module of this package imports a runtime (docs/security.md)
