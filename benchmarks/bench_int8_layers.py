@@ -82,12 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--json', type=Path, default=None)
     args = parser.parse_args(argv)
 
-    import openvino as ov
     from bench_report import machine_facts
 
-    from vision_nodes.tasks import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest  # first: keeps the runtimes' telemetry off
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.platform import openvino as facts
+    import openvino as ov
 
     bgr, calibration = bus_and_calibration('bench_int8_layers_', args.calibration_dir)
     manifest = resolve_manifest(args.model)

@@ -36,11 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument('--calibration-dir', type=Path, default=None)
     args = parser.parse_args(argv)
 
-    import openvino as ov
-
-    from vision_nodes.tasks import resolve_manifest
+    from vision_nodes.tasks import resolve_manifest  # first: keeps the runtimes' telemetry off
     from vision_nodes.pipeline import build_pipeline
     from vision_nodes.platform.cpu import cpu_info
+    import openvino as ov
 
     bgr, calibration = bus_and_calibration('bench_ov_', args.calibration_dir)
     manifest = resolve_manifest(args.model)
