@@ -21,9 +21,8 @@ from .checkpoint import Allowlist, load_checkpoint
 from .common import ModelLoadError, check_weights, force_offline
 
 
-def _quiet_offline_ultralytics(cache_dir: Path | None) -> None:
-    """Keep ultralytics off the network always, quiet and out of $HOME by default."""
-    force_offline()
+def _quiet_ultralytics(cache_dir: Path | None) -> None:
+    """Keep ultralytics quiet and out of $HOME by default (offline: :func:`import_ultralytics`)."""
     os.environ.setdefault('YOLO_VERBOSE', 'False')
     if cache_dir is not None:
         os.environ.setdefault('YOLO_CONFIG_DIR', str(cache_dir / 'ultralytics'))
@@ -248,7 +247,7 @@ def load_ultralytics(manifest: ModelManifest, weights: Path,
     float32, layers fused, eval mode, in-place activations.
     """
     check_weights(weights)
-    _quiet_offline_ultralytics(cache_dir)
+    _quiet_ultralytics(cache_dir)
     try:
         import_ultralytics()
         import torch
