@@ -27,11 +27,12 @@ batch and a stream never idles while another frame is being converted or publish
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import queue
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ...images import ImageConversionError
 from ...parallel import map_frames
@@ -167,7 +168,7 @@ class FrameBatcher:
             return
         results: dict[str, list[Any]] = {}
         for model in models:  # every model on the whole batch, then the outputs
-            with timing(clock if model is models[0] else FrameClock()):
+            with _timed(clock, model is models[0]):
                 try:
                     results[model.name] = model.pipeline.process_batch(
                         [(image, encoding) for _, _, image, encoding, _ in taken],
@@ -176,8 +177,6 @@ class FrameBatcher:
                     for index, *_ in taken:
                         self._error(index, f"model '{model.name}': inference failed on a "
                                            f'frame: {type(exc).__name__}: {exc}')
-            if model is not models[0]:
-                clock.restart()
         done = [False] * len(taken)
         first_done = [False] * len(taken)
         for position, (index, msg, image, encoding, _) in enumerate(taken):
@@ -187,12 +186,10 @@ class FrameBatcher:
                 if model.name not in results:
                     continue
                 first = model is models[0]
-                with timing(clock if first else FrameClock()):
+                with _timed(clock, first):
                     ok = self._publish(model, index, results[model.name][position], frame)
                 if first:
                     first_done[position] = ok
-                else:
-                    clock.restart()
                 done[position] |= ok
         now_ns = self._node.get_clock().now().nanoseconds
         for ok, timed, (index, msg, _, _, own) in zip(done, first_done, taken):
@@ -225,6 +222,22 @@ class FrameBatcher:
         """Count an error on the camera's entry and the node's; log it (rate-limited)."""
         self.cameras[index].stats.on_error(text)
         self._frames.frame_error(f"camera '{self._topics[index]}': {text}")
+
+
+@contextlib.contextmanager
+def _timed(clock: FrameClock, first: bool) -> Iterator[None]:
+    """Time the block on the batch's ``clock`` for the first model; for another, to no stage.
+
+    The clock begins again after another model's block, so its time counts to none of the
+    first model's stages.
+    """
+    if first:
+        with timing(clock):
+            yield
+        return
+    with timing(FrameClock()):
+        yield
+    clock.restart()
 
 
 def _convert(item: tuple[int, Any, Any, int]) -> tuple[Any, str] | ImageConversionError:
